@@ -1,0 +1,170 @@
+"""Online SGD on the single-location model as an ``(init, step)`` pair over explicit state.
+
+Every step draws a fresh mini-batch, takes the mean gradient of the per-sample loss
+``|y - y_hat|^2 / (2D)`` and moves the keys by ``eta`` and the biases by ``bias_lr * eta / D``
+(Spec A, section 2); time is ``t = samples / D``.
+
+The random numbers of step ``n`` come from ``fold_in(data_key, n)``: the data stream is a pure
+function of the key and the step counter, so it does not depend on how a run is cut into segments
+between recordings, on the grid around it, or on the padding of ``H`` and ``L``.
+
+For grids the unit is a *stream*: grid points that share one data stream (common random numbers)
+are stepped together, drawing the batch once and applying it to every member
+(:func:`advance`). A run whose loss or gradient becomes non-finite is frozen at its last finite
+parameters and flagged ``diverged``; the other grid points go on.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+from jaxattn.attention import prefix_mask
+from jaxattn.models import multihead as mh
+from jaxattn.priors import Prior
+from jaxattn.tasks import single_location as slm
+
+
+class SGDConfig(NamedTuple):
+    """Static configuration (shapes and choices that fix the compiled program)."""
+
+    D: int
+    H_max: int
+    L_max: int
+    arch: mh.Arch = mh.Arch()
+    batch_size: int = 1
+    sigma0: float = 1.0
+    bias_lr: float = 1.0
+
+
+class RunParams(NamedTuple):
+    """Per-run values: a grid is these with a leading batch axis."""
+
+    init_key: PRNGKeyArray
+    data_key: PRNGKeyArray
+    eta: Float[Array, ""]
+    signal: Float[Array, ""]
+    H: Int[Array, ""]
+    L: Int[Array, ""]
+
+
+class SGDState(NamedTuple):
+    params: mh.MultiHead
+    step: Int[Array, ""]
+    diverged: Bool[Array, ""]
+
+
+class OnlineSGD(NamedTuple):
+    """An ``(init, step)`` pair in the manner of optax / blackjax."""
+
+    init: Callable[[RunParams], SGDState]
+    step: Callable[[SGDState, RunParams], SGDState]
+
+
+def init(cfg: SGDConfig, rp: RunParams) -> SGDState:
+    params = mh.init(rp.init_key, cfg.H_max, cfg.D, cfg.sigma0)
+    return SGDState(params, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+
+
+def draw_batch(cfg: SGDConfig, prior: Prior, data_key: PRNGKeyArray, step: Int[Array, ""]) -> slm.Draw:
+    """The random numbers of one step: a :class:`~jaxattn.tasks.single_location.Draw` with a
+    leading batch axis."""
+    k = jax.random.fold_in(data_key, step)
+    return jax.vmap(lambda i: slm.draw(jax.random.fold_in(k, i), prior, cfg.L_max, cfg.D))(
+        jnp.arange(cfg.batch_size)
+    )
+
+
+def loss(params, sample: slm.Sample, arch, head_mask, pos_mask) -> Float[Array, ""]:
+    """The SGD loss ``|y - y_hat|^2 / (2D)`` of one sample, ``y = x_eps``."""
+    y = sample.X[sample.eps]
+    return 0.5 * mh.error(params, sample.X, y, arch, head_mask, pos_mask)
+
+
+def update(
+    cfg: SGDConfig, directions: Float[Array, "F D"], state: SGDState, rp: RunParams, batch: slm.Draw
+) -> SGDState:
+    """One SGD step of one run on the given random numbers."""
+    hm = prefix_mask(rp.H, cfg.H_max)
+    pm = prefix_mask(rp.L, cfg.L_max)
+
+    def batch_loss(params):
+        samples = jax.vmap(lambda d: slm.assemble(d, directions, rp.L, rp.signal))(batch)
+        return jnp.mean(jax.vmap(lambda s: loss(params, s, cfg.arch, hm, pm))(samples))
+
+    value, g = jax.value_and_grad(batch_loss)(state.params)
+    D = cfg.D
+    new = mh.MultiHead(
+        state.params.keys - rp.eta * g.keys,
+        state.params.bias - (cfg.bias_lr * rp.eta / D) * g.bias,
+    )
+    ok = jnp.isfinite(value) & jnp.all(jnp.isfinite(new.keys)) & jnp.all(jnp.isfinite(new.bias))
+    keep = ok & ~state.diverged
+    params = jax.tree_util.tree_map(lambda a, b: jnp.where(keep, a, b), new, state.params)
+    return SGDState(params, state.step + 1, state.diverged | ~ok)
+
+
+def online_sgd(cfg: SGDConfig, directions: Float[Array, "F D"], prior: Prior) -> OnlineSGD:
+    """The ``(init, step)`` pair of one run; ``step`` draws its own mini-batch."""
+
+    def step(state: SGDState, rp: RunParams) -> SGDState:
+        return update(cfg, directions, state, rp, draw_batch(cfg, prior, rp.data_key, state.step))
+
+    return OnlineSGD(partial(init, cfg), step)
+
+
+# --- grids of runs -----------------------------------------------------------------------------
+# A grid is laid out as (stream, member): members of a stream share its data (their data_key must
+# be equal). Unshared grids use one member per stream.
+
+TRACE_COUNT = {"advance": 0, "observe": 0}
+
+
+@partial(jax.jit, static_argnames=("cfg",), donate_argnames=("states",))
+def advance(cfg: SGDConfig, directions, prior, states: SGDState, rps: RunParams, n_steps) -> SGDState:
+    """``n_steps`` SGD steps of every run of a ``(stream, member)`` grid. ``n_steps`` is traced:
+    one compile serves every segment length."""
+    TRACE_COUNT["advance"] += 1
+
+    def stream_step(st: SGDState, rp: RunParams) -> SGDState:
+        batch = draw_batch(cfg, prior, rp.data_key[0], st.step[0])
+        return jax.vmap(lambda s, r: update(cfg, directions, s, r, batch))(st, rp)
+
+    body = lambda _, st: jax.vmap(stream_step)(st, rps)  # noqa: E731
+    return jax.lax.fori_loop(0, n_steps, body, states)
+
+
+@partial(jax.jit, static_argnames=("cfg", "n_test"))
+def observe(cfg: SGDConfig, directions, prior, states: SGDState, rps: RunParams, test_key, n_test: int):
+    """Order parameters ``M``, ``Q``, biases and the test error of every run, the error measured on
+    ``n_test`` samples drawn from ``test_key`` (the same samples for every run and every call)."""
+    TRACE_COUNT["observe"] += 1
+    test = jax.vmap(lambda i: slm.draw(jax.random.fold_in(test_key, i), prior, cfg.L_max, cfg.D))(
+        jnp.arange(n_test)
+    )
+
+    def one(state: SGDState, rp: RunParams):
+        hm = prefix_mask(rp.H, cfg.H_max)
+        pm = prefix_mask(rp.L, cfg.L_max)
+        M, Q = mh.order_parameters(state.params, directions)
+
+        def err(d):
+            s = slm.assemble(d, directions, rp.L, rp.signal)
+            return mh.error(state.params, s.X, s.X[s.eps], cfg.arch, hm, pm)
+
+        e = jnp.mean(jax.lax.map(err, test, batch_size=min(n_test, 256)))
+        bad = state.diverged
+        nan = jnp.nan
+        return dict(
+            M=jnp.where(bad | ~hm[:, None], nan, M),
+            Q=jnp.where(bad | ~(hm[:, None] & hm[None, :]), nan, Q),
+            b=jnp.where(bad | ~hm, nan, state.params.bias),
+            error=jnp.where(bad, nan, e),
+            diverged=bad,
+        )
+
+    return jax.vmap(jax.vmap(one))(states, rps)
