@@ -259,3 +259,21 @@ def _version() -> str:
     from jaxattn import __version__
 
     return __version__
+
+
+def measure_error(
+    predict_fn, directions, prior: priors.Prior, L: int, *, n: int = 10_000, key=None, chunk: int = 2000
+) -> tuple[float, float]:
+    """Mean and standard error of ``|y - predict_fn(X)|^2 / D`` over ``n`` fresh samples of the
+    single-location model (``predict_fn`` maps one ``X`` of shape ``(L, D)`` to ``y_hat``)."""
+    key = jax.random.key(12345) if key is None else key
+    D = directions.shape[-1]
+
+    @jax.jit
+    def errs(k):
+        s = jax.vmap(lambda kk: slm.sample(kk, directions, prior, L))(jax.random.split(k, chunk))
+        r = jax.vmap(lambda x, e: x[e] - predict_fn(x))(s.X, s.eps)
+        return jnp.sum(r * r, axis=-1) / D
+
+    e = np.concatenate([np.asarray(errs(jax.random.fold_in(key, i))) for i in range(-(-n // chunk))])
+    return float(e.mean()), float(e.std() / np.sqrt(e.size))

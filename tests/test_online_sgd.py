@@ -1,0 +1,136 @@
+"""Online SGD on the single-location model: learning, grids, compile counts, divergence."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxattn import priors, slm
+from jaxattn.models import multihead as mh
+from jaxattn.runners import online_sgd as osgd
+from jaxattn.tasks import single_location as task
+from jaxattn.theory.slm_bayes import bayes_risk
+
+# one-hot, F = 2, L = 4, nu = 9 (Bayes risk 0.103), D = 200, t up to 200
+CONFIG = dict(D=200, prior=priors.onehot(2, 9.0), t_max=200.0, n_records=6, n_test=2000)
+SEEDS = [0, 1, 2]
+
+
+@pytest.fixture(scope="module")
+def trained():
+    return {
+        act: slm.train(slm.SLMConfig(activation=act, **CONFIG), seed=SEEDS, H=2, L=4, eta=1.0)
+        for act in ("bayes_softmax", "softmax", "softmax1")
+    }
+
+
+@pytest.fixture(scope="module")
+def risk_bayes():
+    with jax.enable_x64(True):
+        return bayes_risk(priors.onehot(2, 9.0), 4, n=400_000).risk
+
+
+def final(ds, var):
+    return ds[var].isel(H=0, L=0, eta=0, signal=0, time=-1).values
+
+
+def test_bayes_softmax_reaches_bayes_risk_and_specialises(trained, risk_bayes):
+    err = final(trained["bayes_softmax"], "error")
+    assert np.all(err < 1.15 * risk_bayes), (err, risk_bayes)
+    for M in final(trained["bayes_softmax"], "M"):  # (head, direction) per seed
+        # each head aligned with one direction (M near sqrt(nu) = 3), the heads on different ones
+        top = np.argmax(np.abs(M), axis=1)
+        assert sorted(top) == [0, 1]
+        assert np.all(np.abs(M[[0, 1], top]) > 2.0)
+        assert np.all(np.abs(M[[0, 1], 1 - top]) < 0.5)
+
+
+def test_softmax_and_softmax1_end_clearly_above(trained):
+    b = final(trained["bayes_softmax"], "error")
+    for act in ("softmax", "softmax1"):
+        assert np.all(final(trained[act], "error") > 1.5 * b.max()), act
+
+
+def test_error_decreases_from_initialisation(trained):
+    e = trained["bayes_softmax"]["error"].isel(H=0, L=0, eta=0, signal=0).values
+    assert np.all(e[:, -1] < 0.2 * e[:, 0])
+
+
+def test_step_pair_matches_grid_runner():
+    """The public (init, step) pair is the grid runner's step: same data, same result."""
+    cfg = osgd.SGDConfig(D=40, H_max=2, L_max=3, arch=mh.Arch("softmax1"))
+    S = task.latent_directions(jax.random.key(0), 40, 2)
+    prior = priors.astype(priors.onehot(2, 4.0), jnp.float32)
+    rp = osgd.RunParams(jax.random.key(1), jax.random.key(2), jnp.float32(0.5), jnp.float32(1.0),
+                        jnp.int32(2), jnp.int32(3))
+    sgd = osgd.online_sgd(cfg, S, prior)
+    state = sgd.init(rp)
+    for _ in range(25):
+        state = sgd.step(state, rp)
+    grid = jax.tree_util.tree_map(lambda x: x[None, None], rp)
+    states = osgd.advance(cfg, S, prior, jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r)))(grid), grid, 25)
+    np.testing.assert_allclose(states.params.keys[0, 0], state.params.keys, rtol=1e-5, atol=1e-6)
+    assert int(state.step) == 25
+
+
+def point(ds):
+    """The only grid point of a one-point dataset."""
+    return ds.isel({k: 0 for k in slm.GRID_AXES})
+
+
+GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_grid_compiles_once_and_points_do_not_depend_on_the_grid(share):
+    # D = 37 is used by no other test, so this grid's compile is counted from scratch
+    config = slm.SLMConfig(D=37, t_max=3.0, n_records=3, n_test=64, activation="softmax1", share_data=share)
+    before = dict(osgd.TRACE_COUNT)
+    ds = slm.train(config, **GRID)
+    assert osgd.TRACE_COUNT["advance"] - before["advance"] == 1
+    assert osgd.TRACE_COUNT["observe"] - before["observe"] == 1
+    assert ds["error"].shape == (2, 2, 2, 2, 2, 4)
+
+    # a second grid of the same shapes with other values compiles nothing new
+    mid = dict(osgd.TRACE_COUNT)
+    slm.train(config, seed=[1, 2], H=[2, 3], L=[4, 5], eta=[0.5, 0.7], signal=[0.2, 0.3])
+    assert osgd.TRACE_COUNT == mid
+
+    # each grid point alone gives the same numbers as inside the grid
+    for pt in [dict(seed=3, H=1, L=3, eta=1.0, signal=0.5), dict(seed=0, H=3, L=5, eta=0.3, signal=1.0)]:
+        alone = point(slm.train(config, **pt))
+        inside = ds.sel(pt)
+        h = pt["H"]
+        np.testing.assert_allclose(alone["M"].values, inside["M"].values[:, :h], rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(alone["Q"].values, inside["Q"].values[:, :h, :h], rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(alone["error"].values, inside["error"].values, rtol=2e-5)
+        assert np.all(np.isnan(inside["M"].values[:, h:]))  # padded heads are reported as missing
+
+
+def test_shared_stream_gives_paired_runs():
+    """With common random numbers, two learning rates see the same data: at the first step their
+    key updates are exactly proportional to eta."""
+    config = slm.SLMConfig(D=50, times=(0.0, 0.02), n_test=16, sigma0=0.5)
+    ds = slm.train(config, seed=0, H=2, L=4, eta=[0.1, 0.2])
+    dM = ds["M"].isel(time=1) - ds["M"].isel(time=0)
+    d = dM.isel(seed=0, H=0, L=0, signal=0).values  # (eta, head, direction)
+    np.testing.assert_allclose(d[1], 2 * d[0], rtol=0.05, atol=1e-5)
+
+
+def test_divergent_run_is_flagged_and_does_not_poison_the_grid():
+    config = slm.SLMConfig(D=50, t_max=5.0, n_records=3, n_test=64, activation="linear")
+    ds = slm.train(config, seed=0, H=2, L=4, eta=[0.2, 1e6])
+    div = ds["diverged"].isel(seed=0, H=0, L=0, signal=0).values
+    assert list(div) == [False, True]
+    bad = point(ds.sel(eta=[1e6]))
+    assert np.all(np.isnan(bad["error"].values[-1])) and np.all(np.isnan(bad["M"].values[-1]))
+    alone = point(slm.train(config, seed=0, H=2, L=4, eta=0.2))
+    np.testing.assert_allclose(point(ds)["error"].values, alone["error"].values, rtol=1e-5)
+
+
+def test_minibatch_advances_time_by_batch_over_D():
+    config = slm.SLMConfig(D=40, times=(0.0, 1.0, 2.0), n_test=16, batch_size=4)
+    assert list(config.record_steps()) == [0, 10, 20]
+    ds = slm.train(config, seed=0, H=2, L=4, eta=0.5)
+    np.testing.assert_allclose(ds["time"].values, [0.0, 1.0, 2.0])
+    assert np.all(np.isfinite(ds["error"].values))
