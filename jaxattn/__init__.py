@@ -1,3 +1,36 @@
-"""jaxattn: simulate the theory of attention in JAX."""
+"""jaxattn: simulate the theory of attention in JAX.
+
+The public API, by layer (see ``docs/architecture.md``):
+
+- primitives: :func:`attention_weights` and the priors (:func:`onehot`, :func:`discrete`,
+  :func:`flipped_spike`, :func:`gaussian`), the single-location sampler
+  (:mod:`jaxattn.tasks.single_location`);
+- models: :class:`MultiHead`, :class:`Arch`;
+- runners: :func:`online_sgd` (an ``(init, step)`` pair), grids with :func:`train`;
+- theory: :func:`risk` on a :func:`make_bank` of draws, :func:`bayes_risk`, :func:`posterior`,
+  :func:`bayes_estimator`, :func:`prune_greedy`;
+- results: :func:`save`, :func:`load`.
+"""
 
 __version__ = "0.1.0"
+
+from jaxattn import priors
+from jaxattn.devices import shard_streams, use_cpu_cores
+from jaxattn.attention import ACTIVATIONS, attention_weights, position_weights, prefix_mask
+from jaxattn.models.multihead import Arch, MultiHead
+from jaxattn.priors import discrete, flipped_spike, gaussian, onehot
+from jaxattn.pruning import PruneResult, prune_greedy
+from jaxattn.results import load, save
+from jaxattn.runners.online_sgd import RunParams, SGDConfig, SGDState, online_sgd
+from jaxattn.slm import SLMConfig, measure_error, train
+from jaxattn.tasks import single_location
+from jaxattn.theory.slm_bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
+from jaxattn.theory.slm_risk import Bank, make_bank, risk
+
+__all__ = [
+    "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RunParams", "SGDConfig",
+    "SGDState", "SLMConfig", "attention_weights", "bayes_estimator", "bayes_risk", "discrete",
+    "flipped_spike", "gaussian", "load", "make_bank", "measure_error", "onehot", "online_sgd",
+    "position_weights", "posterior", "prefix_mask", "priors", "prune_greedy", "risk", "save", "shard_streams",
+    "single_location", "train", "use_cpu_cores",
+]

@@ -118,6 +118,9 @@ def _bayes(prior_name, F, nu, L, n=100_000, seed=0):
 @click.version_option(package_name="jaxattn")
 def main():
     """jaxattn: simulate the theory of attention."""
+    from jaxattn.devices import use_cpu_cores
+
+    use_cpu_cores()  # one XLA host device per core: grids are sharded over them
 
 
 @main.group()

@@ -23,6 +23,7 @@ import xarray as xr
 
 from jaxattn import _checks, priors
 from jaxattn.attention import check_activation
+from jaxattn.devices import shard_streams
 from jaxattn.models.multihead import Arch
 from jaxattn.runners import online_sgd as osgd
 from jaxattn.tasks import single_location as slm
@@ -170,7 +171,7 @@ def run_params(config: SLMConfig, axes: dict[str, list]) -> osgd.RunParams:
 
 
 def train(
-    config: SLMConfig = SLMConfig(),
+    config: SLMConfig | None = None,
     *,
     seed: Sequence[int] | int = 0,
     H: Sequence[int] | int = 2,
@@ -178,6 +179,7 @@ def train(
     eta: Sequence[float] | float = 0.5,
     signal: Sequence[float] | float = 1.0,
     progress: bool = False,
+    devices=None,
 ) -> xr.Dataset:
     """Train the grid ``seed x H x L x eta x signal`` by online SGD; return the recorded
     observables as a Dataset with dimensions ``(seed, H, L, eta, signal, time, head, direction)``.
@@ -186,8 +188,11 @@ def train(
     ``b[..., time, head]`` (``NaN`` on padded heads), ``error[..., time]`` (test error
     ``|y - y_hat|^2 / D``) and ``diverged[...]`` (a run whose loss became non-finite: its
     observables are ``NaN`` from then on; the rest of the grid is unaffected).
+
+    The data streams are sharded over ``devices`` (default: all local devices; see
+    :mod:`jaxattn.devices`); the numbers do not depend on the placement.
     """
-    config.validate()
+    config = (config or SLMConfig()).validate()
     axes = _grid(seed, H, L, eta, signal)
     cfg = osgd.SGDConfig(
         D=config.D,
@@ -202,8 +207,10 @@ def train(
     directions = slm.latent_directions(jax.random.fold_in(dkey, 0), config.D, config.F)
     test_key = jax.random.fold_in(dkey, 1)
     prior = priors.astype(config.prior, jnp.float32)
-    rps = run_params(config, axes)
-    states = jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r)))(rps)
+    rps = shard_streams(run_params(config, axes), devices)
+    # jitted like `advance`, so that the first call of `advance` sees states of the same kind
+    # (committed, same sharding) as every later call: no second trace
+    states = jax.jit(jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r))))(rps)
 
     steps = config.record_steps()
     records = []

@@ -134,3 +134,21 @@ def test_minibatch_advances_time_by_batch_over_D():
     ds = slm.train(config, seed=0, H=2, L=4, eta=0.5)
     np.testing.assert_allclose(ds["time"].values, [0.0, 1.0, 2.0])
     assert np.all(np.isfinite(ds["error"].values))
+
+
+@pytest.mark.parametrize("activation", ["softmax", "softmax1", "bayes_softmax", "linear"])
+def test_fast_gradients_equal_autodiff_of_the_loss(x64, activation):
+    """The runner's closed-form score gradients are the exact gradients of |y - y_hat|^2 / (2D)."""
+    D, H, L = 30, 3, 5
+    S = task.latent_directions(jax.random.key(0), D, 2, dtype=jnp.float64)
+    prior = priors.flipped_spike([2.0, 1.0])
+    params = mh.MultiHead(jax.random.normal(jax.random.key(1), (H, D)), jax.random.normal(jax.random.key(2), (H,)))
+    hm, pm = jnp.array([True, True, False]), jnp.array([True, True, True, True, False])
+    arch = mh.Arch(activation)
+    d = task.draw(jax.random.key(3), prior, L, D, jnp.float64)
+    s = task.assemble(d, S, jnp.int32(4), 1.3)
+    value, g_chi, g_b = osgd.loss_and_score_grads(params, s.X, s.eps, arch, hm, pm)
+    ref_value, ref = jax.value_and_grad(osgd.loss)(params, s, arch, hm, pm)
+    np.testing.assert_allclose(value, ref_value, rtol=1e-10)
+    np.testing.assert_allclose(g_chi @ s.X / np.sqrt(D), ref.keys, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(g_b, ref.bias, rtol=1e-8, atol=1e-12)

@@ -83,8 +83,7 @@ def assemble(
     eps = location(d.u, L)
     theta = signal * d.theta
     spike = (theta @ directions) / jnp.sqrt(jnp.asarray(D, d.noise.dtype))
-    onehot = (jnp.arange(d.noise.shape[0]) == eps)[:, None]
-    return Sample(d.noise + onehot * spike, eps, theta)
+    return Sample(d.noise.at[eps].add(spike), eps, theta)
 
 
 def sample(

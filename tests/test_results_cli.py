@@ -1,0 +1,51 @@
+"""Datasets round-trip through netCDF; the command line prints its headline numbers as JSON."""
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from jaxattn import results, slm
+from jaxattn.cli import main
+
+
+def test_dataset_roundtrip(tmp_path):
+    ds = slm.train(slm.SLMConfig(D=30, t_max=1.0, n_records=2, n_test=16), seed=[0, 1], H=[1, 2])
+    path = results.save(ds, tmp_path / "sub" / "r.nc")
+    back = results.load(path)
+    for v in ("M", "Q", "b", "error", "diverged"):
+        np.testing.assert_array_equal(back[v].values, ds[v].values)
+    assert back.attrs["activation"] == "bayes_softmax"
+    cfg = results.config_of(back)
+    assert cfg["D"] == 30 and json.loads(cfg["prior"])["family"] == "Discrete"
+    assert list(back["H"].values) == [1, 2] and back["time"].values[0] == 0
+
+
+def test_cli_bayes_risk_json():
+    out = CliRunner().invoke(main, ["slm", "bayes-risk", "--prior", "onehot", "--F", "2", "--L", "4",
+                                    "--nu", "9", "--n", "100000", "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert abs(d["bayes_risk"] - 0.103) < 0.006
+
+
+def test_cli_train_and_prune(tmp_path):
+    nc, png = str(tmp_path / "r.nc"), str(tmp_path / "r.png")
+    out = CliRunner().invoke(main, ["slm", "train", "--D", "40", "--t-max", "2", "--seeds", "2", "--H", "2,3",
+                                    "--n-test", "64", "--no-progress", "--out", nc, "--figure", png, "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output.strip().splitlines()[-1])
+    assert len(d["final_error"]) == 2 and d["n_runs"] == 4 and d["n_diverged"] == 0
+    assert (tmp_path / "r.png").stat().st_size > 1000
+    out = CliRunner().invoke(main, ["slm", "prune", "--from", nc, "--n-bank", "2000", "--json",
+                                    "--figure", str(tmp_path / "p.png")])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output.strip().splitlines()[-1])
+    assert d["H"] == 3 and len(d["risk_vs_removed"]) == 3
+
+
+def test_cli_bad_input_names_the_parameter():
+    out = CliRunner().invoke(main, ["slm", "train", "--L", "1", "--no-progress", "--json"])
+    assert out.exit_code != 0 and "L must be >= 2" in out.output
+    out = CliRunner().invoke(main, ["slm", "bayes-risk", "--nu", "-1"])
+    assert out.exit_code != 0 and "nu" in out.output
