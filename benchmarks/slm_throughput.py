@@ -124,7 +124,7 @@ def time_torch(D, L, H, F, nu, steps, n_runs=2):
     return float(np.median(rates))
 
 
-def bench(D, L, H, n_runs, steps, torch_steps, F=2, nu=9.0, repeats=5):
+def bench(D, L, H, n_runs, steps, torch_steps, F=2, nu=9.0, repeats=7):
     cfg = osgd.SGDConfig(D=D, H_max=H, L_max=L, arch=Arch(ACT))
     S = slm.latent_directions(jax.random.key(0), D, F)
     prior = priors.astype(priors.onehot(F, nu), jnp.float32)
