@@ -1,0 +1,61 @@
+"""The shift-by-one copy task (Spec B, section 1).
+
+``P`` sequences of ``L`` i.i.d. tokens ``t_l ~ Unif{0..V-1}``, one-hot ``x_l = e_{t_l}``; the
+target at position ``l`` is the previous token ``y_l = x_{l-1}``, with the cyclic boundary
+``y_0 = x_{L-1}`` by default (**(choice)**; ``cyclic=False`` drops position 0 from the loss).
+
+Sequence ``i`` of a data set is drawn from ``fold_in(key, i)``: a data set of ``P`` sequences is
+the first ``P`` of any larger one drawn from the same key, so a grid over ``P`` padded to its
+largest value (with per-sample masks) trains on exactly the sequences of the unpadded runs.
+
+Because the tokens are one-hot and the network is linear in them, the loss of any attention
+matrix needs the data only through the token co-occurrence counts
+``K[m, m', v, v'] = sum_mu x^mu_{m,v} x^mu_{m',v'}`` (:func:`cooccurrence`); every full-batch
+step then costs ``O(L^3 + L^2 V^2)`` instead of ``O(P L^2 V)``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
+
+
+def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
+    """``n`` sequences of ``L`` uniform tokens; sequence ``i`` comes from ``fold_in(key, i)``."""
+    return jax.vmap(lambda i: jax.random.randint(jax.random.fold_in(key, i), (L,), 0, V))(jnp.arange(n))
+
+
+def one_hot(t: Int[Array, "... L"], V: int, dtype=jnp.float32) -> Float[Array, "... L V"]:
+    """One-hot embedding ``x_l = e_{t_l}``."""
+    return jax.nn.one_hot(t, V, dtype=dtype)
+
+
+def targets(X: Float[Array, "... L V"]) -> Float[Array, "... L V"]:
+    """``y_l = x_{l-1}`` with ``y_0 = x_{L-1}`` (the cyclic boundary; under ``cyclic=False``
+    position 0 is removed from the loss by :func:`loss_positions`, not here)."""
+    return jnp.roll(X, 1, axis=-2)
+
+
+def loss_positions(L: int, cyclic: bool = True) -> Bool[Array, " L"]:
+    """Positions that enter the loss: all of them, or all but 0 when not cyclic."""
+    return jnp.arange(L) >= (0 if cyclic else 1)
+
+
+def shift_matrix(L: int, cyclic: bool = True, dtype=jnp.float32) -> Float[Array, "L L"]:
+    """``S_{l, l-1} = 1`` (``S_{0, L-1} = 1`` only when cyclic): ``S @ X`` is the target."""
+    S = jnp.roll(jnp.eye(L, dtype=dtype), -1, axis=1)
+    return S if cyclic else S.at[0, L - 1].set(0.0)
+
+
+def cooccurrence(
+    X: Float[Array, "n L V"], sample_mask: Bool[Array, " n"] | None = None
+) -> Float[Array, "L L V V"]:
+    """``K[m, m', v, v'] = sum_mu mask_mu x^mu_{m,v} x^mu_{m',v'}`` over the real samples.
+
+    Counts are integers, exact in float32 up to 2^24, so the sum does not depend on the padding.
+    """
+    n, L, V = X.shape
+    Xm = X if sample_mask is None else X * sample_mask[:, None, None].astype(X.dtype)
+    K = Xm.reshape(n, L * V).T @ X.reshape(n, L * V)
+    return K.reshape(L, V, L, V).transpose(0, 2, 1, 3)
