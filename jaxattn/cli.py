@@ -228,5 +228,10 @@ def _prune_figure(curves, activation, path):
     plt.close(fig)
 
 
+from jaxattn.cli_copy import copy as _copy  # noqa: E402
+
+main.add_command(_copy)
+
+
 if __name__ == "__main__":
     main()

@@ -138,18 +138,25 @@ def init_key(seed: int):
 
 # --- the compiled pieces: one trace each per (config, grid shape) ------------------------------
 
-@partial(jax.jit, static_argnames=("arch", "n_max", "n_test"))
-def setup(arch: cm.CopyArch, Ps, dkeys, test_key, n_max: int, n_test: int):
-    """Training statistics ``(P, seed)`` (data padded to ``n_max`` and masked) and test stats."""
+@partial(jax.jit, static_argnames=("arch", "n_max", "n_test", "opt"))
+def setup(arch: cm.CopyArch, Ps, dkeys, test_key, n_max: int, n_test: int, opt=None, init_args=None):
+    """Training statistics ``(P, seed)`` (data padded to ``n_max`` and masked), test statistics
+    and, given ``opt = (n_steps, final, sigma0)`` and ``init_args = (init keys, is_copy, c, lr)``,
+    the initial states ``(seed, init)`` (one compiled program for all of it)."""
     TRACE_COUNT["setup"] += 1
 
-    def per_seed(k):
-        X = task.one_hot(task.tokens(k, n_max, arch.L, arch.V), arch.V)
+    # one draw for the training seeds and the test set (one random-number program to compile);
+    # sequence i of a key does not depend on how many are drawn, so the slices are exact
+    n_all = max(n_max, n_test)
+    keys = jnp.concatenate([dkeys, test_key[None]])
+    X_all = task.one_hot(jax.vmap(lambda k: task.tokens(k, n_all, arch.L, arch.V))(keys), arch.V)
+
+    def per_seed(X):
         return jax.vmap(lambda p: cm.stats(X, prefix_mask(p, n_max)))(Ps)  # (P,) stats
 
-    train = jax.vmap(per_seed, out_axes=1)(dkeys)  # (P, seed)
-    Xt = task.one_hot(task.tokens(test_key, n_test, arch.L, arch.V), arch.V)
-    return train, cm.stats(Xt)
+    train = jax.vmap(per_seed, out_axes=1)(X_all[:-1, :n_max])  # (P, seed)
+    states = None if opt is None else init_states(arch, *init_args, *opt)
+    return train, cm.stats(X_all[-1, :n_test]), states
 
 
 def _optimizer(arch: cm.CopyArch, n_steps: int, final: float) -> fbr.FullBatch:
@@ -157,17 +164,15 @@ def _optimizer(arch: cm.CopyArch, n_steps: int, final: float) -> fbr.FullBatch:
                           final_lr_fraction=final)
 
 
-@partial(jax.jit, static_argnames=("arch", "n_steps", "final", "sigma0"))
 def init_states(arch, ikeys, is_copy, c_copy, lr, n_steps: int, final: float, sigma0: float):
-    """Initial states of the grid ``(P, seed, init)``; ``ikeys`` is ``(seed,)``, ``is_copy``
+    """Initial states of the grid ``(seed, init)``; ``ikeys`` is ``(seed,)``, ``is_copy``
     ``(init,)``; every ``P`` starts from the same parameters (paired comparisons)."""
     fb = _optimizer(arch, n_steps, final)
 
     def one(k, c):
         return fb.init(cm.init(k, arch, sigma0, c_copy, c), lr)
 
-    st = jax.vmap(lambda k: jax.vmap(lambda c: one(k, c))(is_copy))(ikeys)
-    return st
+    return jax.vmap(lambda k: jax.vmap(lambda c: one(k, c))(is_copy))(ikeys)
 
 
 @partial(jax.jit, static_argnames=("arch", "n_steps", "final"), donate_argnames=("states",))
@@ -189,7 +194,7 @@ def observe(arch, states, train_stats, test_stats):
         p = st.params
         U, g = jax.value_and_grad(cm.loss)(p, data, arch)
         out = dict(cm.order_parameters(p.G, arch), U=U, train_error=cm.error(p, data, arch),
-                   test_error=cm.error(p, test_stats, arch), grad_norm=optax.global_norm(g))
+                   test_error=cm.error(p, test_stats, arch), grad_norm=optax.tree.norm(g))
         out = {k: jnp.where(st.diverged, jnp.nan, v) for k, v in out.items()}
         out["diverged"] = st.diverged
         return out
@@ -218,13 +223,13 @@ def train(
     arch = config.arch
     n_max = max(axes["P"])
     Ps = jnp.asarray(axes["P"], jnp.int32)
-    train_stats, test_stats = setup(
-        arch, Ps, jnp.stack([data_key(s) for s in axes["seed"]]),
-        jax.random.key(config.test_seed), n_max, config.n_test)
     is_copy = jnp.asarray([i == "copy" for i in axes["init"]])
-    st0 = init_states(arch, jnp.stack([init_key(s) for s in axes["seed"]]), is_copy,
-                      jnp.float32(config.c_copy), jnp.float32(config.lr), config.n_steps,
-                      float(config.final_lr_fraction), float(config.sigma0))
+    init_args = (jnp.stack([init_key(s) for s in axes["seed"]]), is_copy, jnp.float32(config.c_copy),
+                 jnp.float32(config.lr))
+    opt = (config.n_steps, float(config.final_lr_fraction), float(config.sigma0))
+    train_stats, test_stats, st0 = setup(
+        arch, Ps, jnp.stack([data_key(s) for s in axes["seed"]]),
+        jax.random.key(config.test_seed), n_max, config.n_test, opt, init_args)
     states = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (len(Ps),) + x.shape), st0)
     states, train_stats = shard_streams((states, train_stats), devices)
 
@@ -400,7 +405,7 @@ def sample(
         raise ValueError(f"P has repeated values: {Ps_list}")
     arch = config.arch
     Ps = jnp.asarray(Ps_list, jnp.int32)
-    train_stats, test_stats = setup(arch, Ps, data_key(sc.data_seed)[None], jax.random.key(config.test_seed),
+    train_stats, test_stats, _ = setup(arch, Ps, data_key(sc.data_seed)[None], jax.random.key(config.test_seed),
                                     max(Ps_list), config.n_test)
     train_stats = jax.tree_util.tree_map(lambda x: x[:, 0], train_stats)
     p0 = [start_params(arch, s, config.c_copy) for s in starts]

@@ -63,7 +63,7 @@ def full_batch(
 
     def step(state: FullBatchState, data) -> FullBatchState:
         value, grads = jax.value_and_grad(loss_fn)(state.params, data)
-        gnorm = optax.global_norm(grads)
+        gnorm = optax.tree.norm(grads)
         ok = jnp.isfinite(value) & jnp.isfinite(gnorm) & ~state.diverged
         # the base rate lives in the state; the schedule factor is applied to the update, so
         # the stored hyper-parameter stays the run's own value

@@ -22,8 +22,15 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 
 def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
-    """``n`` sequences of ``L`` uniform tokens; sequence ``i`` comes from ``fold_in(key, i)``."""
-    return jax.vmap(lambda i: jax.random.randint(jax.random.fold_in(key, i), (L,), 0, V))(jnp.arange(n))
+    """``n`` sequences of ``L`` uniform tokens; sequence ``i`` comes from ``fold_in(key, i)``.
+
+    Tokens are 32 random bits modulo ``V``: non-uniform by at most ``V / 2^32`` (below any
+    sampling error here), and about half the compile time of ``jax.random.randint``.
+    """
+    def one(i):
+        return (jax.random.bits(jax.random.fold_in(key, i), (L,), jnp.uint32) % V).astype(jnp.int32)
+
+    return jax.vmap(one)(jnp.arange(n))
 
 
 def one_hot(t: Int[Array, "... L"], V: int, dtype=jnp.float32) -> Float[Array, "... L V"]:
