@@ -27,10 +27,20 @@ from jaxattn.tasks import single_location
 from jaxattn.theory.slm_bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
 from jaxattn.theory.slm_risk import Bank, make_bank, risk
 
+# --- copy task (Spec B) ---
+from jaxattn.copy import CopyConfig, SGLDConfig, global_minimum, posterior_summary
+from jaxattn.copy_nuts import nuts_reference
+from jaxattn.models.copy import CopyArch, CopyParams
+from jaxattn.runners.full_batch import full_batch
+from jaxattn.runners.sgld import sgld
+
 __all__ = [
     "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RunParams", "SGDConfig",
     "SGDState", "SLMConfig", "attention_weights", "bayes_estimator", "bayes_risk", "discrete",
     "flipped_spike", "gaussian", "load", "make_bank", "measure_error", "onehot", "online_sgd",
     "position_weights", "posterior", "prefix_mask", "priors", "prune_greedy", "risk", "save", "shard_streams",
     "single_location", "train", "use_cpu_cores",
+    # copy task (Spec B)
+    "CopyArch", "CopyConfig", "CopyParams", "SGLDConfig", "full_batch", "global_minimum", "nuts_reference",
+    "posterior_summary", "sgld",
 ]

@@ -88,9 +88,9 @@ def train(P, seeds, inits, lr, n_steps, sigma0, out, figure, as_json, **o):
         **head,
         "P": P if len(P) > 1 else P[0],
         "best_init": _scalar_or_list_str(best["best_init"].values),
-        "n_copy": {i: best["n_copy"].sel(init=i).values.tolist() for i in ds["init"].values.tolist()},
-        "n_uniform": {i: best["n_uniform"].sel(init=i).values.tolist() for i in ds["init"].values.tolist()},
-        "hysteresis": best["hysteresis"].values.tolist(),
+        "n_copy": {i: _ints_or_list(best["n_copy"].sel(init=i)) for i in ds["init"].values.tolist()},
+        "n_uniform": {i: _ints_or_list(best["n_uniform"].sel(init=i)) for i in ds["init"].values.tolist()},
+        "hysteresis": [bool(h) for h in best["hysteresis"].values] if len(P) > 1 else bool(best["hysteresis"][0]),
         "n_runs": int(ds["U"].size),
         "n_converged": int(ds["converged"].sum()),
         "n_diverged": int(ds["diverged"].sum()),
@@ -98,6 +98,11 @@ def train(P, seeds, inits, lr, n_steps, sigma0, out, figure, as_json, **o):
         "out": out,
         "figure": figure,
     }, as_json)
+
+
+def _ints_or_list(x):
+    vals = [int(v) for v in np.asarray(x).ravel()]
+    return vals[0] if len(vals) == 1 else vals
 
 
 def _scalar_or_list_str(x):

@@ -54,6 +54,8 @@ class CopyArch(NamedTuple):
 
 
 class CopyParams(NamedTuple):
+    """The network's parameters: attention logits ``G`` (``L x L``) and readout ``W`` (``V x V``)."""
+
     G: Float[Array, "L L"]
     W: Float[Array, "V V"]
 
