@@ -119,6 +119,29 @@ def _cholesky(Q: Array, head_mask: Array) -> Array:
     return jnp.linalg.cholesky(0.5 * (Qm + Qm.T) + jitter * jnp.eye(Q.shape[0], dtype=Q.dtype))
 
 
+def bank_scores(
+    M: Float[Array, "H F"], Q: Float[Array, "H H"], bank: Bank, head_mask: Bool[Array, " H"] | None = None
+) -> Float[Array, "n H L"]:
+    """The scores of every draw: ``chi[:, l] = C z_l + M theta 1[l = 0]`` with ``C C^T = Q``, i.e.
+    Gaussian with mean ``M theta`` at the relevant position 0 and covariance ``Q``."""
+    H = M.shape[0]
+    head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
+    M = jnp.where(head_mask[:, None], M, 0.0)
+    C = _cholesky(Q, head_mask)
+    chi = jnp.einsum("hk,nlk->nhl", C, bank.z)
+    return chi.at[:, :, 0].add(bank.theta @ M.T)
+
+
+def draw_loss(chi: Float[Array, "H L"], b, activation, aggregation=None, head_mask=None, pos_mask=None):
+    """``(1 - w_0)^2 + sum_{l>0} w_l^2`` for one draw of the scores (the relevant token at 0)."""
+    H, L = chi.shape
+    head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
+    b = jnp.where(head_mask, b, 0.0)
+    w = position_weights(attention_weights(
+        chi, b, activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=aggregation))
+    return jnp.sum((jnp.zeros(L, w.dtype).at[0].set(1.0) - w) ** 2)
+
+
 def risk_terms(
     M: Float[Array, "H F"],
     Q: Float[Array, "H H"],
@@ -130,23 +153,8 @@ def risk_terms(
     pos_mask: Bool[Array, " L"] | None = None,
 ) -> Float[Array, " n"]:
     """Per-draw losses ``(1 - w_0)^2 + sum_{l>0} w_l^2``; :func:`risk` is their weighted mean."""
-    H = M.shape[0]
-    L = bank.z.shape[1]
-    head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
-    pos_mask = jnp.ones(L, bool) if pos_mask is None else pos_mask
-    M = jnp.where(head_mask[:, None], M, 0.0)
-    b = jnp.where(head_mask, b, 0.0)
-    C = _cholesky(Q, head_mask)
-
-    def one(z, theta):
-        chi = (z @ C.T).T  # (H, L): chi[:, l] ~ N(0, Q)
-        chi = chi.at[:, 0].add(M @ theta)
-        w = position_weights(attention_weights(
-            chi, b, activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=aggregation))
-        target = jnp.zeros(L, w.dtype).at[0].set(1.0)
-        return jnp.sum((target - w) ** 2)
-
-    return jax.vmap(one)(bank.z, bank.theta)
+    chi = bank_scores(M, Q, bank, head_mask)
+    return jax.vmap(lambda c: draw_loss(c, b, activation, aggregation, head_mask, pos_mask))(chi)
 
 
 def risk(M, Q, b, bank: Bank, activation: str, aggregation=None, head_mask=None, pos_mask=None):

@@ -1,0 +1,132 @@
+"""The order-parameter ODEs of online SGD on the single-location model (Spec A, section 3).
+
+As ``D -> inf`` at ``t = samples / D``, online SGD on ``(M, Q, b)`` follows (``L = R / 2``,
+``g[h, l] = d(loss)/d(chi[h, l])`` the per-sample score gradient, ``docs/theory/single_location.md``)
+
+    dM/dt = -eta (dL/dM + 2 (dL/dQ) M)
+    dQ/dt = -eta ((dL/dM) M^T + M (dL/dM)^T + 2 ((dL/dQ) Q + Q (dL/dQ))) + eta^2 E[g g^T]
+    db/dt = -eta dL/db
+
+with ``dL/dQ`` symmetric. The last term of ``dQ/dt`` is the SGD noise; without it this is
+gradient flow. Expectations are averages over a fixed :class:`~jaxattn.theory.slm_risk.Bank`
+(common random numbers), so the right-hand side is a deterministic smooth function and adaptive
+step control works. A mini-batch of ``B`` samples at learning rate ``eta`` follows the same ODE
+at ``eta / B`` (drift and noise both).
+
+Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5), vmapped over a grid of ``eta``,
+signal strength, noise switch, head/position masks and initial conditions: one compile per grid
+shape. A failed solve is reported per grid point (``ok``), never raised for the whole grid.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float
+
+from jaxattn.models.multihead import Arch
+from jaxattn.theory.slm_risk import Bank, bank_scores, draw_loss
+
+TRACE_COUNT = {"integrate": 0}
+
+
+class OrderParams(NamedTuple):
+    M: Float[Array, "H F"]
+    Q: Float[Array, "H H"]
+    b: Float[Array, " H"]
+
+
+class ODEArgs(NamedTuple):
+    """Per-point values of an ODE grid (a grid is these with a leading axis)."""
+
+    eta: Float[Array, ""]
+    signal: Float[Array, ""]  # theta -> signal * theta
+    noise: Float[Array, ""]  # 1: online SGD, 0: gradient flow
+    head_mask: Bool[Array, " H"]
+    pos_mask: Bool[Array, " L"]
+
+
+def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch) -> OrderParams:
+    """``(dM/dt, dQ/dt, db/dt)`` at ``y``."""
+    bank = Bank(bank.z, bank.theta * args.signal, bank.weight)
+    hm, pm = args.head_mask, args.pos_mask
+
+    def half_loss(chi, b):
+        return 0.5 * draw_loss(chi, b, arch.activation, arch.aggregation, hm, pm)
+
+    def half_risk(M, Q, b):
+        chi = bank_scores(M, Q, bank, hm)
+        return bank.weight @ jax.vmap(half_loss, in_axes=(0, None))(chi, b)
+
+    M, Q, b = y
+    gM, gQ, gb = jax.grad(half_risk, argnums=(0, 1, 2))(M, Q, b)
+    gQ = 0.5 * (gQ + gQ.T)
+    eta = args.eta
+    dM = -eta * (gM + 2.0 * gQ @ M)
+    dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ))
+    # SGD noise: eta^2 E[sum_l g[h,l] g[h',l]], g the per-draw score gradient
+    chi = bank_scores(M, Q, bank, hm)
+    g = jax.vmap(jax.grad(half_loss), in_axes=(0, None))(chi, b)
+    noise = jnp.einsum("n,nhl,nkl->hk", bank.weight, g, g)
+    dQ = dQ + args.noise * eta**2 * noise
+    return OrderParams(dM, 0.5 * (dQ + dQ.T), -eta * gb)
+
+
+class Solution(NamedTuple):
+    """Order parameters and the risk at the requested times; ``ok`` flags a successful solve."""
+
+    M: Array
+    Q: Array
+    b: Array
+    risk: Array
+    ok: Array
+
+
+@partial(jax.jit, static_argnames=("arch", "max_steps"))
+def integrate_grid(
+    y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch,
+    rtol: float = 1e-5, atol: float = 1e-7, max_steps: int = 20000,
+) -> Solution:
+    """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
+    return the solution at the times ``ts``; one compile per grid shape."""
+    TRACE_COUNT["integrate"] += 1
+
+    def one(y0, a):
+        def field(t, y, _):
+            return rhs(y, a, bank, arch)
+
+        def save(t, y, _):
+            bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
+            chi = bank_scores(y.M, y.Q, bk, a.head_mask)
+            r = bk.weight @ jax.vmap(lambda c: draw_loss(
+                c, y.b, arch.activation, arch.aggregation, a.head_mask, a.pos_mask))(chi)
+            return y, r
+
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Dopri5(), t0=0.0, t1=ts[-1], dt0=None, y0=y0,
+            saveat=diffrax.SaveAt(ts=ts, fn=save),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps, throw=False,
+        )
+        (y, r) = sol.ys
+        return Solution(y.M, y.Q, y.b, r, sol.result == diffrax.RESULTS.successful)
+
+    return jax.vmap(one)(y0, args)
+
+
+def random_initial_conditions(key, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1) -> OrderParams:
+    """``(M, Q, b)`` of ``n`` random starts ``k_h ~ N(0, sigma0^2 I_D)``, ``b = 0``, with the exact
+    finite-``D`` law: ``M = sigma0 Z / sqrt(D)``, ``Q = M M^T + sigma0^2 W / D``, ``W`` Wishart
+    with ``D - F`` degrees of freedom. The ``O(1/sqrt(D))`` overlaps time the escape from the
+    unspecialised saddle as at that ``D``."""
+    k1, k2 = jax.random.split(key)
+    dtype = jnp.result_type(float)
+    M = sigma0 * jax.random.normal(k1, (n, H, F), dtype) / np.sqrt(D)
+    G = jax.random.normal(k2, (n, H, D - F), dtype)
+    Q = M @ jnp.swapaxes(M, 1, 2) + sigma0**2 * G @ jnp.swapaxes(G, 1, 2) / D
+    return OrderParams(M, Q, jnp.zeros((n, H), dtype))
