@@ -158,6 +158,33 @@ def train(out, figure, as_json, **o):
     }, as_json)
 
 
+@slm.command()
+@_model_options
+@click.option("--n-bank", type=int, default=4000, show_default=True, help="Monte Carlo draws of the ODE's expectations.")
+@click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
+@click.option("--figure", default="results/slm_compare.png", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@_fail_on_value_error
+def compare(n_bank, gradient_flow, figure, as_json, **o):
+    """Theory against simulation: the order-parameter ODE and online SGD on one configuration."""
+    from jaxattn import priors, slm
+    from jaxattn import slm_compare as sc
+
+    if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
+        raise ValueError("compare takes one value each of H, L, eta and signal")
+    config = slm.SLMConfig(
+        D=o["D"], prior=priors.from_name(o["prior"], o["F"], o["nu"]), activation=o["activation"],
+        aggregation=o["aggregation"], t_max=o["t_max"], n_records=o["n_records"], batch_size=o["batch_size"],
+        sigma0=o["sigma0"], n_test=o["n_test"], share_data=o["share_data"],
+    )
+    c = sc.compare(config, seeds=o["seeds"], H=o["H"][0], L=o["L"][0], eta=o["eta"][0], signal=o["signal"][0],
+                   n_bank=n_bank, noise=not gradient_flow, progress=o["progress"])
+    if figure:
+        os.makedirs(os.path.dirname(os.path.abspath(figure)), exist_ok=True)
+        sc.figure(c, figure)
+    _emit({**c.deviations, "figure": figure}, as_json)
+
+
 @slm.command("bayes-risk")
 @_prior_options
 @click.option("--L", "L", type=int, default=4, show_default=True)
