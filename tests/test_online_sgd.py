@@ -65,8 +65,9 @@ def test_step_pair_matches_grid_runner():
                         jnp.int32(2), jnp.int32(3))
     sgd = osgd.online_sgd(cfg, S, prior)
     state = sgd.init(rp)
+    step = jax.jit(sgd.step)
     for _ in range(25):
-        state = sgd.step(state, rp)
+        state = step(state, rp)
     grid = jax.tree_util.tree_map(lambda x: x[None, None], rp)
     states = osgd.advance(cfg, S, prior, jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r)))(grid), grid, 25)
     np.testing.assert_allclose(states.params.keys[0, 0], state.params.keys, rtol=1e-5, atol=1e-6)
