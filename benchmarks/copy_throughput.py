@@ -9,8 +9,10 @@ fixed number of steps):
                   code is written; timed on one run per P (16 of the 256) and reported per run-step;
   torch, counts   the same loop on the co-occurrence formulation of jaxattn, to separate the
                   algorithmic gain from the gain of vmapping and compiling.
-SGLD (L = 32, V = 4, P = 700): 256 chains vmapped in one compiled program against one chain at a
-time (the same compiled kernel, called per chain) and a plain PyTorch loop of one chain.
+SGLD (L = 32, V = 4, P = 700): 256 chains vmapped in one compiled program (the chain axis sharded
+over the XLA host devices) against one chain at a time (the same compiled kernel, a ``lax`` loop
+over the chain's steps, called per chain, chains one after another) and a plain PyTorch loop of
+one chain.
 
 Run:  python benchmarks/copy_throughput.py           (about 3 minutes on 2 cores)
       python benchmarks/copy_throughput.py --quick   (a smoke test of the script)

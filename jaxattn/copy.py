@@ -391,10 +391,13 @@ def sample(
     P: Sequence[int] | int = (200, 700),
     start: Sequence[str] | str = STARTS,
     progress: bool = False,
+    devices=None,
 ) -> xr.Dataset:
     """SGLD posterior samples on one data set per ``P``: a Dataset with dimensions
     ``(P, start, chain, draw)`` holding the observables of every kept draw and ``diverged``
-    ``(P, start, chain)`` (a chain whose step sizes made it blow up: its draws are ``NaN``)."""
+    ``(P, start, chain)`` (a chain whose step sizes made it blow up: its draws are ``NaN``).
+    The chain axis is sharded over ``devices`` (default: all local devices; see
+    :func:`jaxattn.devices.use_cpu_cores`)."""
     config = (config or CopyConfig()).validate()
     sc = (sgld_config or SGLDConfig()).validate()
     Ps_list = _checks.integer_list("P", P, 1)
@@ -410,7 +413,7 @@ def sample(
     train_stats = jax.tree_util.tree_map(lambda x: x[:, 0], train_stats)
     p0 = [start_params(arch, s, config.c_copy) for s in starts]
     p0 = jax.tree_util.tree_map(lambda *x: jnp.stack(x), *p0)
-    keys = jax.random.split(jax.random.key(sc.chain_seed), sc.n_chains)
+    keys = shard_streams(jax.random.split(jax.random.key(sc.chain_seed), sc.n_chains), devices)
     eps = sc.step_sizes(arch, Ps_list)
     n_kept = sc.n_steps // sc.thin
     from tqdm.auto import tqdm

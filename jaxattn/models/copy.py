@@ -88,13 +88,17 @@ def predict(params: CopyParams, X: Float[Array, "L V"], arch: CopyArch) -> Float
 
 def _moments(A, K, arch: CopyArch):
     """``C = sum Phi^T Phi`` and ``B = sum Phi^T Y`` over the loss positions, from ``K``:
-    ``C = sum_{m,m'} (A^T A)_{m m'} K[m, m']``, ``B = sum_{m,m'} (A^T S)_{m m'} K[m, m']``."""
+    ``C = sum_{m,m'} (A^T A)_{m m'} K[m, m']``, ``B = sum_{m,m'} (A^T S)_{m m'} K[m, m']``.
+
+    ``(A^T S)_{m, m'} = A_{m'+1, m}`` (``S`` a shift), so ``B = sum_{l,m} A_{l,m} K[m, l-1]``: one
+    contraction of ``A`` with the shifted counts (a data constant: under ``vmap`` over chains or
+    seeds that share ``K`` it is computed once), instead of an ``L^3`` product with ``S``."""
     L = arch.L
     Am = A * task.loss_positions(L, arch.cyclic)[:, None].astype(A.dtype)
-    S = task.shift_matrix(L, True, A.dtype)  # y_l = x_{l-1 mod L}; row 0 is masked if not cyclic
-    M = jnp.stack([Am.T @ Am, Am.T @ S])
-    CB = M.reshape(2, L * L) @ K.reshape(L * L, -1)
-    C, B = CB.reshape(2, arch.V, arch.V)
+    KC = K.reshape(L * L, -1)
+    KB = jnp.roll(jnp.swapaxes(K, 0, 1), 1, axis=0).reshape(L * L, -1)  # KB[l, m] = K[m, l-1]
+    C = ((Am.T @ Am).reshape(L * L) @ KC).reshape(arch.V, arch.V)
+    B = (Am.reshape(L * L) @ KB).reshape(arch.V, arch.V)
     return C, B
 
 

@@ -52,7 +52,8 @@ def sgld(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> S
         eps = _broadcast(step_size, state.position)
         new = jax.tree_util.tree_map(
             lambda p, g, n, e: p - e * N * g + jnp.sqrt(2.0 * e) * n, state.position, grads, noise, eps)
-        ok = ~state.diverged & jnp.all(jnp.isfinite(ravel_pytree(new)[0]))
+        finite = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(new)]
+        ok = ~state.diverged & jnp.all(jnp.stack(finite))
         new = jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, state.position)
         return SGLDState(new, state.step + 1, state.diverged | ~ok)
 
