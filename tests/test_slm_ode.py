@@ -21,6 +21,7 @@ def grid_args(n, H, L, eta=0.5, signal=1.0, noise=1.0):
                        jnp.ones((n, H), bool), jnp.ones((n, L), bool))
 
 
+@pytest.mark.slow  # about 30 s each on 2 cores; .ci/run runs the slow tests too
 @pytest.mark.parametrize("activation", ["softmax", "bayes_softmax"])
 def test_ode_tracks_online_sgd_in_the_first_phase(activation):
     prior, D, seeds, n_test = priors.onehot(2, 4.0), 2000, 8, 4000
