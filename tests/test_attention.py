@@ -101,3 +101,27 @@ def test_bad_activation_names_the_parameter():
         attention_weights(chi, b, "relu")
     with pytest.raises(ValueError, match="aggregation"):
         attention_weights(chi, b, "softmax", aggregation="max")
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    H=st.integers(1, 4), L=st.integers(2, 6), n_heads=st.integers(1, 4), n_pos=st.integers(1, 6),
+    scale=st.floats(0.0, 50.0), seed=st.integers(0, 2**16),
+)
+def test_normalisation_invariants_for_any_shape_and_padding(H, L, n_heads, n_pos, scale, seed):
+    """Property test: with any number of real heads and positions, softmax rows sum to 1/H_real,
+    Bayes-softmax sums to 1, softmax-1 heads sum to less than 1, and padded entries are zero."""
+    n_heads, n_pos = min(n_heads, H), min(n_pos, L)
+    chi, b = scores(seed, H, L, scale)
+    hm, pm = prefix_mask(n_heads, H), prefix_mask(n_pos, L)
+    w = {a: np.asarray(attention_weights(chi, b, a, head_mask=hm, pos_mask=pm), float)
+         for a in ("softmax", "softmax1", "bayes_softmax")}
+    np.testing.assert_allclose(w["softmax"][:n_heads].sum(1), 1.0 / n_heads, rtol=1e-5)
+    np.testing.assert_allclose(w["bayes_softmax"].sum(), 1.0, rtol=1e-5)
+    assert np.all(w["softmax1"][:n_heads].sum(1) <= 1.0 + 1e-6)
+    for a in w:
+        assert np.all(w[a][n_heads:] == 0) and np.all(w[a][:, n_pos:] == 0) and np.all(w[a] >= 0)
