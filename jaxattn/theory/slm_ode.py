@@ -30,7 +30,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float
 
 from jaxattn.models.multihead import Arch
-from jaxattn.theory.slm_risk import Bank, bank_scores, draw_loss
+from jaxattn.theory.slm_risk import Bank, bank_scores, draw_loss, risk
 
 TRACE_COUNT = {"integrate": 0}
 
@@ -55,23 +55,22 @@ def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch) -> OrderParams:
     """``(dM/dt, dQ/dt, db/dt)`` at ``y``."""
     bank = Bank(bank.z, bank.theta * args.signal, bank.weight)
     hm, pm = args.head_mask, args.pos_mask
+    M, Q, b = y
 
     def half_loss(chi, b):
         return 0.5 * draw_loss(chi, b, arch.activation, arch.aggregation, hm, pm)
 
-    def half_risk(M, Q, b):
-        chi = bank_scores(M, Q, bank, hm)
-        return bank.weight @ jax.vmap(half_loss, in_axes=(0, None))(chi, b)
-
-    M, Q, b = y
-    gM, gQ, gb = jax.grad(half_risk, argnums=(0, 1, 2))(M, Q, b)
+    # One pass over the draws gives the per-draw score gradients g (for the noise term) and,
+    # pulled back through the linear map (M, Q) -> chi, the drift's dL/dM and dL/dQ.
+    chi, pullback = jax.vjp(lambda M, Q: bank_scores(M, Q, bank, hm), M, Q)
+    g, g_b = jax.vmap(jax.grad(half_loss, argnums=(0, 1)), in_axes=(0, None))(chi, b)
+    gM, gQ = pullback(bank.weight[:, None, None] * g)
+    gb = bank.weight @ g_b
     gQ = 0.5 * (gQ + gQ.T)
     eta = args.eta
     dM = -eta * (gM + 2.0 * gQ @ M)
     dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ))
-    # SGD noise: eta^2 E[sum_l g[h,l] g[h',l]], g the per-draw score gradient
-    chi = bank_scores(M, Q, bank, hm)
-    g = jax.vmap(jax.grad(half_loss), in_axes=(0, None))(chi, b)
+    # SGD noise: eta^2 E[sum_l g[h,l] g[h',l]]
     noise = jnp.einsum("n,nhl,nkl->hk", bank.weight, g, g)
     dQ = dQ + args.noise * eta**2 * noise
     return OrderParams(dM, 0.5 * (dQ + dQ.T), -eta * gb)
@@ -102,10 +101,7 @@ def integrate_grid(
 
         def save(t, y, _):
             bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
-            chi = bank_scores(y.M, y.Q, bk, a.head_mask)
-            r = bk.weight @ jax.vmap(lambda c: draw_loss(
-                c, y.b, arch.activation, arch.aggregation, a.head_mask, a.pos_mask))(chi)
-            return y, r
+            return y, risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
 
         sol = diffrax.diffeqsolve(
             diffrax.ODETerm(field), diffrax.Dopri5(), t0=0.0, t1=ts[-1], dt0=None, y0=y0,
