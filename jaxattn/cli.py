@@ -90,14 +90,21 @@ def _model_options(fn):
     return _prior_options(fn)
 
 
-def _train(o: dict):
+def _config(o: dict):
+    """The :class:`~jaxattn.slm.SLMConfig` of the model options."""
     from jaxattn import priors, slm
 
-    config = slm.SLMConfig(
+    return slm.SLMConfig(
         D=o["D"], prior=priors.from_name(o["prior"], o["F"], o["nu"]), activation=o["activation"],
         aggregation=o["aggregation"], t_max=o["t_max"], n_records=o["n_records"],
         batch_size=o["batch_size"], sigma0=o["sigma0"], n_test=o["n_test"], share_data=o["share_data"],
     )
+
+
+def _train(o: dict):
+    from jaxattn import slm
+
+    config = _config(o)
     if o["seeds"] < 1:
         raise ValueError(f"seeds must be >= 1, got {o['seeds']}")
     return slm.train(config, seed=list(range(o["seeds"])), H=o["H"], L=o["L"], eta=o["eta"],
@@ -167,16 +174,11 @@ def train(out, figure, as_json, **o):
 @_fail_on_value_error
 def compare(n_bank, gradient_flow, figure, as_json, **o):
     """Theory against simulation: the order-parameter ODE and online SGD on one configuration."""
-    from jaxattn import priors, slm
     from jaxattn import slm_compare as sc
 
     if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
         raise ValueError("compare takes one value each of H, L, eta and signal")
-    config = slm.SLMConfig(
-        D=o["D"], prior=priors.from_name(o["prior"], o["F"], o["nu"]), activation=o["activation"],
-        aggregation=o["aggregation"], t_max=o["t_max"], n_records=o["n_records"], batch_size=o["batch_size"],
-        sigma0=o["sigma0"], n_test=o["n_test"], share_data=o["share_data"],
-    )
+    config = _config(o)
     c = sc.compare(config, seeds=o["seeds"], H=o["H"][0], L=o["L"][0], eta=o["eta"][0], signal=o["signal"][0],
                    n_bank=n_bank, noise=not gradient_flow, progress=o["progress"])
     if figure:
