@@ -20,6 +20,8 @@ weight of exactly zero and no gradient, and the normalisations (and the ``H``, `
 and of the linear activation) count only unmasked entries, so a model padded to larger ``H`` or
 ``L`` computes exactly what the unpadded model computes. This is what lets grids over ``H`` and
 ``L`` run as one compiled computation.
+
+New activations: :func:`register_activation` (see ``docs/extend.md``).
 """
 
 from __future__ import annotations
@@ -42,11 +44,42 @@ DEFAULT_AGGREGATION: dict[str, str] = {
 }
 
 
+# Activations added with register_activation: name -> (function, default aggregation).
+_REGISTERED: dict[str, tuple] = {}
+
+
+def register_activation(name: str, fn, aggregation: str = "mean") -> None:
+    """Add an activation under ``name``, usable everywhere a built-in one is (by name).
+
+    ``fn(scores, bias, valid)`` gets the scores ``chi`` ``(H, L)``, the biases ``b`` ``(H,)`` and
+    the boolean mask ``valid`` ``(H, L)`` of real (head, position) pairs, and returns the weights
+    ``sigma`` ``(H, L)`` before head aggregation. Masked entries are set to exactly zero
+    afterwards, but ``fn`` must keep them finite (and their gradients finite), e.g. by
+    ``jnp.where(valid, scores, 0.0)`` before any ``exp``. ``aggregation`` is the default head
+    aggregation (``"mean"`` or ``"sum"``). Built-in names cannot be replaced; registering a name
+    again replaces the earlier function (already-compiled functions keep the old one).
+    """
+    if name in ACTIVATIONS:
+        raise ValueError(f"{name!r} is a built-in activation and cannot be replaced")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {fn!r}")
+    if aggregation not in ("mean", "sum"):
+        raise ValueError(f"aggregation must be 'mean' or 'sum', got {aggregation!r}")
+    _REGISTERED[name] = (fn, aggregation)
+
+
+def available_activations() -> tuple[str, ...]:
+    """The built-in activations (``ACTIVATIONS``) followed by the registered ones."""
+    return ACTIVATIONS + tuple(_REGISTERED)
+
+
 def check_activation(activation: str, aggregation: str | None = None) -> str:
     """Validate an activation name and aggregation; return the aggregation to use."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if activation not in ACTIVATIONS and activation not in _REGISTERED:
+        raise ValueError(f"activation must be one of {available_activations()}, got {activation!r}")
     if aggregation is None:
+        if activation in _REGISTERED:
+            return _REGISTERED[activation][1]
         return DEFAULT_AGGREGATION[activation]
     if aggregation not in ("mean", "sum"):
         raise ValueError(f"aggregation must be 'mean' or 'sum', got {aggregation!r}")
@@ -84,7 +117,8 @@ def attention_weights(
     Args:
         scores: ``chi[h, l]``, shape ``(H, L)``.
         bias: per-head bias ``b[h]`` (ignored by ``softmax`` and ``linear``); ``None`` means 0.
-        activation: ``"softmax"``, ``"softmax1"``, ``"bayes_softmax"`` or ``"linear"``.
+        activation: ``"softmax"``, ``"softmax1"``, ``"bayes_softmax"``, ``"linear"`` or a name
+            added with :func:`register_activation`.
         head_mask, pos_mask: boolean masks of real heads / positions (default: all real).
         aggregation: ``"mean"`` or ``"sum"`` over heads; default per activation
             (``DEFAULT_AGGREGATION``).
@@ -115,6 +149,9 @@ def attention_weights(
         z = scores + bias[:, None]
         e, _ = _stable_exp(z, valid, axis=(0, 1))
         sigma = _safe_div(e, jnp.sum(e))
+    elif activation in _REGISTERED:
+        fn = _REGISTERED[activation][0]
+        sigma = jnp.where(valid, fn(scores, bias, valid), 0.0)
     else:  # linear
         n_pos = jnp.maximum(jnp.sum(pos_mask), 1)
         sigma = jnp.where(valid, scores, 0.0) / n_pos
