@@ -12,6 +12,9 @@ bias ``b[h]``) to attention weights ``sigma[h, l]``. It acts on one example; bat
   normalisation over heads and positions together; summed by default (the weights sum to 1).
 - ``linear``: ``chi[h,l] / L`` per head, heads averaged by default (``chi / (H L)``).
 
+``ACTIVATIONS`` is the tuple of the built-in activation names; ``DEFAULT_AGGREGATION`` maps each
+to its head aggregation.
+
 The head aggregation (``"mean"`` divides by the number of active heads, ``"sum"`` does not) is an
 option for every activation, so other readings of the paper can be tested.
 

@@ -53,6 +53,9 @@ class RunParams(NamedTuple):
 
 
 class SGDState(NamedTuple):
+    """The state of one run: its parameters (keys ``(H, D)``, biases ``(H,)``), the number of SGD
+    steps taken (scalar) and whether it diverged (a diverged run is frozen at its last finite state)."""
+
     params: mh.MultiHead
     step: Int[Array, ""]
     diverged: Bool[Array, ""]

@@ -36,6 +36,9 @@ TRACE_COUNT = {"integrate": 0}
 
 
 class OrderParams(NamedTuple):
+    """The state of the ODEs: overlaps ``M[h, f] = k_h . s_f / D`` ``(H, F)``,
+    ``Q[h, h'] = k_h . k_h' / D`` ``(H, H)`` and biases ``b`` ``(H,)`` (Spec A, section 3)."""
+
     M: Float[Array, "H F"]
     Q: Float[Array, "H H"]
     b: Float[Array, " H"]
