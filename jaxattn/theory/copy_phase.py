@@ -1,0 +1,427 @@
+"""Minima and phase structure of the copy-head action (Spec B, section 3; ``docs/theory/copy_head.md``).
+
+Softmax: ``S(c_G)`` (:func:`jaxattn.theory.copy_action.softmax_action`) is scanned on a grid of
+``c_G``; every interior grid minimum is refined by Newton's method. Its lowest minimum (the
+uniform branch, ``c_G ~ 0``) and highest (the copy branch, ``c_G ~ (ln L + ln ln L)/2``) are
+kept (:func:`softmax_minima`). Over a grid of ``P`` (vmapped, :func:`softmax_transition`) this
+gives ``P*`` where the two exchange global rank (refined by bisection on ``S_copy - S_uniform``),
+the spinodals where one of them appears or disappears, and the jump in ``c_G`` at ``P*``. Without
+two minima there is no jump; ``P*`` is then the steepest point of the continuous crossover.
+:func:`softmax_phase_diagram` runs this over ``(L, V)`` in one jitted call;
+:func:`softmax_critical_point` finds the ``L`` where the first-order line ends (the cusp
+``S' = S'' = S''' = 0``).
+
+Linear: ``S(a_1, a_G)`` is minimised in 2-D (grid start, damped Newton; :func:`linear_minimum`).
+At ``A = 0`` its Hessian is ``H(P) = K0 + P K1 - P^2 K2`` exactly (prior, Occam and data terms),
+so the onsets are the positive roots of ``det H(P) = 0``: the generalised eigenproblem
+``[[0, I], [K0, K1]] z = P [[I, 0], [0, K2]] z`` (:func:`linear_onsets`).
+
+Public helpers run in float64 (``jax.enable_x64`` inside) and return NumPy values.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.linalg
+from jaxtyping import Array, Float
+
+from jaxattn.models import copy as cm
+from jaxattn.theory import copy_action as ca
+
+N_C = 1024  # c_G grid points
+TRACE_COUNT = {"phase_diagram": 0}
+
+
+def c_grid(L, n_c: int = N_C, dtype=None) -> Float[Array, " n_c"]:
+    """``c_G`` from -2 to ``2 ln L + 4`` (the copy minimum sits near ``(ln L + ln ln L)/2``)."""
+    dtype = dtype or jnp.result_type(L, float)
+    return jnp.linspace(-2.0, 2.0 * jnp.log(L) + 4.0, n_c, dtype=dtype)
+
+
+class SoftmaxMinima(NamedTuple):
+    """Global minimum ``(c, S)`` and the lowest / highest local minima (``lo`` uniform branch,
+    ``hi`` copy branch; the same point when there is one minimum); ``n_minima`` on the grid."""
+
+    c: Float[Array, "*b"]
+    S: Float[Array, "*b"]
+    c_lo: Float[Array, "*b"]
+    S_lo: Float[Array, "*b"]
+    c_hi: Float[Array, "*b"]
+    S_hi: Float[Array, "*b"]
+    n_minima: Float[Array, "*b"]
+
+
+def _newton_min(f, x, lo, hi, n_iter: int = 20):
+    """Newton on ``f'`` from ``x`` kept inside ``[lo, hi]`` (a grid bracket of a minimum)."""
+    d1 = jax.grad(f)
+    d2 = jax.grad(d1)
+
+    def body(_, x):
+        g, H = d1(x), d2(x)
+        step = jnp.where(H > 0, g / jnp.where(H > 0, H, 1.0), jnp.sign(g) * (hi - lo) / 4)
+        return jnp.clip(x - step, lo, hi)
+
+    return jax.lax.fori_loop(0, n_iter, body, x)
+
+
+def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxMinima:
+    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
+    cg = c_grid(h.L, n_c)
+    y = ca.softmax_action(cg, P, h)
+    is_min = (y[1:-1] < y[:-2]) & (y[1:-1] <= y[2:])
+    idx = jnp.arange(1, n_c - 1)
+    n_min = jnp.sum(is_min)
+    i_glob = jnp.argmin(y)
+    i_lo = jnp.where(n_min > 0, jnp.min(jnp.where(is_min, idx, n_c)), i_glob)
+    i_hi = jnp.where(n_min > 0, jnp.max(jnp.where(is_min, idx, -1)), i_glob)
+    f = lambda c: ca.softmax_action(c, P, h)  # noqa: E731
+
+    def refine(i):
+        lo, hi = cg[jnp.maximum(i - 1, 0)], cg[jnp.minimum(i + 1, n_c - 1)]
+        c = _newton_min(f, cg[i], lo, hi)
+        return c, f(c)
+
+    c_lo, S_lo = refine(i_lo)
+    c_hi, S_hi = refine(i_hi)
+    take_hi = S_hi < S_lo
+    return SoftmaxMinima(jnp.where(take_hi, c_hi, c_lo), jnp.minimum(S_lo, S_hi), c_lo, S_lo, c_hi, S_hi,
+                         jnp.maximum(n_min, 1).astype(y.dtype))
+
+
+class SoftmaxTransition(NamedTuple):
+    """``P*`` (jump, or steepest crossover when ``first_order`` is false), the spinodals (lower:
+    the copy minimum appears; upper: the uniform one disappears; NaN without two minima),
+    ``c_G`` and the previous-token weight just below and above ``P*``, and ``jump = c_above -
+    c_below`` (0 when continuous)."""
+
+    P_star: Float[Array, "*b"]
+    P_spinodal_lo: Float[Array, "*b"]
+    P_spinodal_hi: Float[Array, "*b"]
+    first_order: Float[Array, "*b"]
+    c_below: Float[Array, "*b"]
+    c_above: Float[Array, "*b"]
+    a_below: Float[Array, "*b"]
+    a_above: Float[Array, "*b"]
+    jump: Float[Array, "*b"]
+
+
+def _bisect(pred, lo, hi, n_iter):
+    """Bisection in ``ln P`` for the switch of a boolean ``pred`` (``pred(lo)`` true)."""
+
+    def body(_, b):
+        lo, hi = b
+        mid = jnp.sqrt(lo * hi)
+        ok = pred(mid)
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+
+    return jax.lax.fori_loop(0, n_iter, body, (lo, hi))
+
+
+def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
+                       ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
+    """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
+    the minima at every grid ``P``."""
+    m = jax.vmap(lambda P: softmax_minima(P, h, n_c))(Ps)
+    nP = Ps.shape[0]
+    two = m.n_minima >= 2
+    idx = jnp.arange(nP)
+    first_order = jnp.any(two)
+    i0 = jnp.min(jnp.where(two, idx, nP - 1))
+    i1 = jnp.max(jnp.where(two, idx, 0))
+
+    # spinodals: the first and last grid point with two minima, refined by bisection
+    has2 = lambda P: softmax_minima(P, h, n_c).n_minima >= 2  # noqa: E731
+    s_lo = _bisect(lambda P: ~has2(P), Ps[jnp.maximum(i0 - 1, 0)], Ps[i0], n_bisect)
+    s_hi = _bisect(has2, Ps[i1], Ps[jnp.minimum(i1 + 1, nP - 1)], n_bisect)
+    nan = jnp.full_like(Ps[0], jnp.nan)
+    spin_lo = jnp.where(first_order & (i0 > 0), jnp.sqrt(s_lo[0] * s_lo[1]), nan)
+    spin_hi = jnp.where(first_order & (i1 < nP - 1), jnp.sqrt(s_hi[0] * s_hi[1]), nan)
+
+    # P*: between the spinodals two minima coexist and S_copy - S_uniform changes sign
+    def copy_higher(P):
+        mm = softmax_minima(P, h, n_c)
+        return (mm.n_minima >= 2) & (mm.S_hi > mm.S_lo)
+
+    lo, hi = _bisect(copy_higher, s_lo[1], s_hi[0], n_bisect)
+    below, above = softmax_minima(lo, h, n_c), softmax_minima(hi, h, n_c)
+    # continuous: the steepest growth of c_G in ln P
+    slope = jnp.diff(m.c) / jnp.diff(jnp.log(Ps))
+    j = jnp.argmax(slope)
+    P_star = jnp.where(first_order, jnp.sqrt(lo * hi), jnp.sqrt(Ps[j] * Ps[j + 1]))
+    c_below = jnp.where(first_order, below.c_lo, m.c[j])
+    c_above = jnp.where(first_order, above.c_hi, m.c[j + 1])
+    tr = SoftmaxTransition(P_star, spin_lo, spin_hi, first_order.astype(Ps.dtype), c_below, c_above,
+                           ca.prev_weight_softmax(c_below, h.L), ca.prev_weight_softmax(c_above, h.L),
+                           jnp.where(first_order, c_above - c_below, 0.0))
+    return tr, m
+
+
+def p_star_closed_form(L, V, beta=1.0, sigma_G2=1.0, n_iter: int = 60):
+    """Spec B's reconstruction ``P* ~ (V/(V-1)) L x(x+1) / (beta sigma_G^2)`` with the fixed
+    point ``x = ln[L(x+1)]/2`` (so ``P* ~ L ln^2 L / 4``)."""
+    x = jnp.log(L) / 2
+    for _ in range(n_iter):
+        x = jnp.log(L * (x + 1)) / 2
+    return V / (V - 1) * L * x * (x + 1) / (beta * sigma_G2)
+
+
+@partial(jax.jit, static_argnames=("n_c", "n_bisect"))
+def softmax_phase_diagram(Ls: Float[Array, " nL"], Vs: Float[Array, " nV"], x: Float[Array, " nP"],
+                          base: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40) -> SoftmaxTransition:
+    """:func:`softmax_transition` for every ``(L, V)`` in one compiled call; the ``P`` grid of
+    each point is ``x`` times the closed-form ``P*`` (:func:`p_star_closed_form`). ``base``
+    supplies ``beta, omega, sigma_G2, N`` (cyclic boundary: ``n_pos = L``). Shapes ``(nL, nV)``."""
+    TRACE_COUNT["phase_diagram"] += 1
+
+    def one(L, V):
+        h = base._replace(L=L, V=V, n_pos=L)
+        Ps = x * p_star_closed_form(L, V, base.beta, base.sigma_G2)
+        return softmax_transition(Ps, h, n_c, n_bisect)[0]
+
+    return jax.vmap(lambda L: jax.vmap(lambda V: one(L, V))(Vs))(Ls)
+
+
+def _cusp(z, h):
+    """``(S', S'', S''')`` in ``c`` at ``z = (c, ln P, L)`` (all zero at the critical point)."""
+    c, lP, L = z
+    hh = h._replace(L=L, n_pos=L)
+    f = lambda c: ca.softmax_action(c, jnp.exp(lP), hh) / jnp.exp(lP)  # noqa: E731
+    d1 = jax.grad(f)
+    d2 = jax.grad(d1)
+    return jnp.stack([d1(c), d2(c), jax.grad(d2)(c)])
+
+
+class CriticalPoint(NamedTuple):
+    L: float
+    P: float
+    c: float
+    residual: float
+
+
+def softmax_critical_point(arch: cm.CopyArch, N: float = 1.0, L_bracket=(4.0, 64.0), n_P: int = 2000) -> CriticalPoint:
+    """Where the first-order line ends (cyclic boundary, real ``L``): bisection in ``L`` on
+    whether two minima coexist somewhere on a fine ``P`` grid (``n_P`` points from 0.3 to 3 times
+    the closed-form ``P*``), then Newton on the cusp conditions ``dS/dc = d2S/dc2 = d3S/dc3 = 0``
+    in ``(c, ln P, L)`` from the last first-order point. ``residual`` is the largest of the three
+    (over ``P``) there; the bisection's point is returned if Newton does not converge."""
+    with jax.enable_x64(True):
+        h0 = ca.hyper(arch, N)
+        x = jnp.geomspace(0.3, 3.0, n_P)
+
+        @jax.jit
+        def transition(L):
+            h = h0._replace(L=L, n_pos=L)
+            return softmax_transition(x * p_star_closed_form(L, h.V, h.beta, h.sigma_G2), h, 512, 30)[0]
+
+        lo, hi = L_bracket  # continuous at lo, first order at hi
+        if float(transition(jnp.float64(hi)).first_order) < 0.5 or float(transition(jnp.float64(lo)).first_order) > 0.5:
+            raise ValueError(f"L_bracket={L_bracket} does not bracket the end of the first-order line")
+        for _ in range(30):
+            mid = np.sqrt(lo * hi)
+            if float(transition(jnp.float64(mid)).first_order) > 0.5:
+                hi = mid
+            else:
+                lo = mid
+        tr = transition(jnp.float64(hi))
+        z = jnp.array([(float(tr.c_below) + float(tr.c_above)) / 2, float(np.log(tr.P_star)), hi])
+        F = jax.jit(lambda z: _cusp(z, h0))
+        J = jax.jit(jax.jacfwd(lambda z: _cusp(z, h0)))
+        zn = z
+        for _ in range(50):
+            zn = zn - jnp.linalg.solve(J(zn), F(zn))
+        res = float(jnp.max(jnp.abs(F(zn))))
+        if not (np.all(np.isfinite(np.asarray(zn))) and res < 1e-8 and lo * 0.8 < float(zn[2]) < hi * 1.2):
+            zn, res = z, float(jnp.max(jnp.abs(F(z))))
+        return CriticalPoint(float(zn[2]), float(np.exp(zn[1])), float(zn[0]), res)
+
+
+# --- linear attention ----------------------------------------------------------------------------
+
+class LinearMinimum(NamedTuple):
+    a1: Float[Array, "*b"]
+    aG: Float[Array, "*b"]
+    S: Float[Array, "*b"]
+
+
+def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 49, n_newton: int = 40) -> LinearMinimum:
+    """Global minimum of ``S(a_1, a_G)`` over ``a_1 in [-1, 1.5]``, ``a_G in [0, 1.5]`` (the sign
+    of ``A`` is a gauge, ``(G, W) -> (-G, -W)``): best grid point, then damped Newton (Hessian
+    shifted to be positive definite, best of a ladder of step fractions)."""
+    dt = jnp.result_type(P, float)
+    a1g = jnp.linspace(-1.0, 1.5, n_grid, dtype=dt)
+    aGg = jnp.linspace(0.0, 1.5, n_grid, dtype=dt)
+    f = lambda z: ca.linear_action(z[0], z[1], P, h)  # noqa: E731
+    Y = jax.vmap(lambda a: jax.vmap(lambda b: ca.linear_action(a, b, P, h))(aGg))(a1g)
+    i, j = jnp.unravel_index(jnp.argmin(Y), Y.shape)
+    z0 = jnp.stack([a1g[i], aGg[j]])
+    fracs = 2.0 ** -jnp.arange(12, dtype=dt)
+    grad, hess = jax.grad(f), jax.hessian(f)
+
+    def body(_, z):
+        g, H = grad(z), hess(z)
+        lam = jnp.linalg.eigvalsh(H)
+        H = H + jnp.maximum(0.0, 1e-9 * jnp.abs(lam[-1]) - lam[0]) * jnp.eye(2, dtype=dt)
+        step = jnp.linalg.solve(H, g)
+        cand = z[None, :] - fracs[:, None] * step[None, :]
+        vals = jax.vmap(f)(cand)
+        k = jnp.argmin(vals)
+        return jnp.where(vals[k] < f(z), cand[k], z)
+
+    z = jax.lax.fori_loop(0, n_newton, body, z0)
+    sgn = jnp.where(z[1] < 0, -1.0, 1.0)
+    return LinearMinimum(sgn * z[0], sgn * z[1], f(z))
+
+
+def linear_hessian_coefficients(h: ca.CopyHyper):
+    """``(K0, K1, K2)`` with ``Hess S(a_1, a_G)|_0 = K0 + P K1 - P^2 K2`` (exact: at ``A = 0`` the
+    prior is ``P``-independent, the Occam term linear and the data term quadratic in ``P``)."""
+    Hs = [jax.hessian(lambda z: ca.linear_action(z[0], z[1], jnp.asarray(P, h.L.dtype), h))(jnp.zeros(2, h.L.dtype))
+          for P in (0.0, 1.0, 2.0)]
+    K0 = Hs[0]
+    K2 = -(Hs[2] - 2 * Hs[1] + Hs[0]) / 2
+    K1 = Hs[1] - K0 + K2
+    return K0, K1, K2
+
+
+class LinearOnsets(NamedTuple):
+    """``P_onset`` (first root of ``det H(P)``) with its direction ``(a_1, a_G)`` and kind
+    (``"pooling"``/``"copying"``), ``P_second`` the next root, ``P_copy`` / ``P_pool`` where the
+    pure ``a_G`` / ``a_1`` curvature vanishes (``P_copy`` is the spec's closed form), ``P_c_closed``."""
+
+    P_onset: float
+    direction: tuple
+    kind: str
+    P_second: float
+    P_copy: float
+    P_pool: float
+    P_c_closed: float
+
+
+def _first_positive_root(k0, k1, k2):
+    """Smallest ``P > 0`` with ``k0 + P k1 - P^2 k2 = 0``."""
+    r = np.roots([-k2, k1, k0])
+    r = np.real(r[(np.abs(np.imag(r)) < 1e-9 * (1 + np.abs(r))) & (np.real(r) > 0)])
+    return float(r.min()) if r.size else float("nan")
+
+
+def kind_of(a1, aG, L) -> str:
+    """``A = (a_1 + a_G) 11^T/L + a_G (S - 11^T/L)``: pooling when the uniform part is larger in
+    Frobenius norm (``|a_1 + a_G|`` against ``|a_G| sqrt(L - 1)``), copying otherwise."""
+    return "pooling" if abs(a1 + aG) > abs(aG) * np.sqrt(L - 1) else "copying"
+
+
+def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
+    """Second-order onsets of linear attention from the Hessian at ``A = 0``: the generalised
+    eigenproblem ``[[0, I], [K0, K1]] z = P [[I, 0], [0, K2]] z`` (``z = (v, P v)``)."""
+    with jax.enable_x64(True):
+        h = ca.hyper(arch, N)
+        K0, K1, K2 = (np.asarray(k) for k in linear_hessian_coefficients(h))
+    Z, I2 = np.zeros((2, 2)), np.eye(2)
+    w, vr = scipy.linalg.eig(np.block([[Z, I2], [K0, K1]]), np.block([[I2, Z], [Z, K2]]))
+    ok = np.isfinite(w) & (np.abs(w.imag) < 1e-9 * (1 + np.abs(w))) & (w.real > 0)
+    order = np.argsort(w.real[ok])
+    roots, vecs = w.real[ok][order], vr[:2, ok][:, order].real
+    v = vecs[:, 0] / np.max(np.abs(vecs[:, 0]))
+    v = v * np.sign(v[1] if abs(v[1]) > 1e-12 else v[0])
+    L, V = arch.L, arch.V
+    Pc = V**2 / (2 * arch.beta) * (1 + np.sqrt(1 + 4 * L**3 / (arch.sigma_G2 * arch.omega * V**3)))
+    return LinearOnsets(float(roots[0]), (float(v[0]), float(v[1])), kind_of(v[0], v[1], L),
+                        float(roots[1]) if roots.size > 1 else float("nan"),
+                        _first_positive_root(K0[1, 1], K1[1, 1], K2[1, 1]),
+                        _first_positive_root(K0[0, 0], K1[0, 0], K2[0, 0]), float(Pc))
+
+
+def linear_scan(Ps: Float[Array, " nP"], h: ca.CopyHyper) -> LinearMinimum:
+    """:func:`linear_minimum` at every ``P`` of a grid (vmapped)."""
+    return jax.vmap(lambda P: linear_minimum(P, h))(Ps)
+
+
+def linear_crossover(Ps, a1, aG, L) -> float:
+    """First ``P`` of the grid (geometric interpolation) where the minimum turns from pooling to
+    copying (:func:`kind_of`: ``|a_G| sqrt(L-1) >= |a_1 + a_G|``) with ``A != 0``; NaN if never."""
+    Ps, a1, aG = (np.asarray(v, float) for v in (Ps, a1, aG))
+    on = np.abs(a1) + np.abs(aG) > 1e-6
+    d = np.abs(aG) * np.sqrt(L - 1) - np.abs(a1 + aG)  # > 0: copying
+    cop = on & (d >= 0)
+    if not cop.any():
+        return float("nan")
+    k = int(np.argmax(cop))
+    if k == 0 or not on[k - 1]:
+        return float(Ps[k])  # copying from the moment A leaves 0
+    t = d[k - 1] / (d[k - 1] - d[k])
+    return float(np.exp(np.log(Ps[k - 1]) + t * (np.log(Ps[k]) - np.log(Ps[k - 1]))))
+
+
+# --- summaries (NumPy / JSON) --------------------------------------------------------------------
+
+def _f(x):
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
+    """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
+    and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists)."""
+    with jax.enable_x64(True):
+        h = ca.hyper(arch, N)
+        Ps = jnp.asarray(ca.check_P(P))
+        m = jax.jit(jax.vmap(lambda P: softmax_minima(P, h)))(Ps)
+        out = {"P": np.asarray(Ps), "n_minima": np.asarray(m.n_minima)}
+        for tag, c in (("", m.c), ("_uniform", m.c_lo), ("_copy", m.c_hi)):
+            st, _ = ca.softmax_stats(c, h)
+            out["c_G" + tag] = np.asarray(c)
+            out["prev_weight" + tag] = np.asarray(st.s / h.n_pos)
+            out["test_error" + tag] = np.asarray(ca.test_error(st, Ps, h))
+        out["S"] = np.asarray(m.S)
+        return out
+
+
+def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
+    """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error."""
+    with jax.enable_x64(True):
+        h = ca.hyper(arch, N)
+        Ps = jnp.asarray(ca.check_P(P))
+        m = jax.jit(linear_scan)(Ps, h)
+        st, _ = ca.linear_stats(m.a1, m.aG, h)
+        return {"P": np.asarray(Ps), "a1": np.asarray(m.a1), "aG": np.asarray(m.aG),
+                "prev_weight": np.asarray(st.s / h.n_pos), "test_error": np.asarray(ca.test_error(st, Ps, h)),
+                "S": np.asarray(m.S)}
+
+
+def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 120) -> dict:
+    """Headline numbers of the theory (JSON-ready): softmax ``P*``, spinodals, jump, closed form;
+    linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too."""
+    N = ca.check_N(N)
+    arch = arch.validate()
+    out = {"attention": arch.attention, "L": arch.L, "V": arch.V, "N": N if np.isfinite(N) else "inf",
+           "beta": arch.beta, "omega": arch.omega, "sigma_G2": arch.sigma_G2, "cyclic": arch.cyclic}
+    if arch.attention == "softmax":
+        with jax.enable_x64(True):
+            h = ca.hyper(arch, N)
+            pcf = float(p_star_closed_form(jnp.float64(arch.L), jnp.float64(arch.V), arch.beta, arch.sigma_G2))
+            Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)
+            tr, _ = jax.jit(softmax_transition)(Ps, h)
+            tr = SoftmaxTransition(*(np.asarray(v) for v in tr))
+        out.update(p_star=_f(tr.P_star), first_order=bool(tr.first_order > 0.5),
+                   p_spinodal_lo=_f(tr.P_spinodal_lo), p_spinodal_hi=_f(tr.P_spinodal_hi),
+                   c_below=_f(tr.c_below), c_above=_f(tr.c_above), jump=_f(tr.jump),
+                   prev_weight_below=_f(tr.a_below), prev_weight_above=_f(tr.a_above),
+                   p_star_closed_form=pcf, p_star_L_ln2L_over_4=arch.L * np.log(arch.L) ** 2 / 4)
+        curves = softmax_curves(arch, P, N) if P is not None else None
+    else:
+        on = linear_onsets(arch, N)
+        Ps = np.geomspace(0.3, 100.0, n_P_linear) * on.P_onset
+        lc = linear_curves(arch, Ps, N)
+        out.update(p_onset=on.P_onset, onset_kind=on.kind, onset_direction=list(on.direction),
+                   p_second_root=_f(on.P_second), p_copy=_f(on.P_copy), p_pool=_f(on.P_pool),
+                   p_c_closed_form=on.P_c_closed, p_crossover=_f(linear_crossover(Ps, lc["a1"], lc["aG"], arch.L)),
+                   V2=arch.V**2, L32_V12=arch.L**1.5 * arch.V**0.5)
+        curves = linear_curves(arch, P, N) if P is not None else None
+    if curves is not None:
+        out["curves"] = {k: [_f(x) for x in v] for k, v in curves.items()}
+    return out

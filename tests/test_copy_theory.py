@@ -1,0 +1,163 @@
+"""Copy-head theory (Spec B, sections 3 and 5): the exact action against the reduced one, P* and
+the order of the softmax transition, the linear onsets, the theory against Adam and SGLD, CLI."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxattn import copy as cp
+from jaxattn.models import copy as cm
+from jaxattn.tasks import copy as task
+from jaxattn.theory import copy_action as ca
+from jaxattn.theory import copy_phase as cph
+
+
+@pytest.mark.parametrize("attention,L,V", [("softmax", 32, 4), ("linear", 8, 32)])
+def test_reduced_action_matches_exact_action_at_large_P(x64, attention, L, V):
+    """(B.3a) on one sampled data set against its data average (B.3b). Tolerance: 1% of S and 3%
+    of the difference S(G) - S(G_0) between two logit matrices (the fluctuation corrections are
+    O(V^2) against O(P) terms; measured: at most 0.7% and 1.2% at P = 2000, 0.1% at P = 5000)."""
+    arch = cm.CopyArch(L, V, attention)
+    if attention == "softmax":
+        Gs = [ca.softmax_logits(jnp.float64(c), L) for c in (0.0, 1.0, 2.5, 4.0)]
+    else:
+        Gs = [L * ca.linear_attention_matrix(a1, aG, L) for a1, aG in ((0.01, 0.01), (0.5, 0.1), (0.1, 0.5), (0.0, 1.0))]
+    Gs.append(jax.random.normal(jax.random.key(1), (L, L), jnp.float64))
+    for P in (2000, 5000):
+        X = task.one_hot(task.tokens(cp.data_key(0), P, L, V), V, jnp.float64)
+        st = cm.stats(X)
+        exact = jax.jit(lambda G: ca.exact_action(G, st, arch))
+        reduced = jax.jit(lambda G: ca.reduced_action_of_G(G, jnp.float64(P), arch))
+        e = np.array([float(exact(G)) for G in Gs])
+        r = np.array([float(reduced(G)) for G in Gs])
+        np.testing.assert_allclose(e, r, rtol=0.01)
+        de, dr = e[1:] - e[0], r[1:] - r[0]
+        assert np.all(np.abs(de - dr) <= 0.03 * np.abs(dr) + 1e-6 * P), (de, dr)
+    g = jax.grad(exact)(Gs[-1])
+    assert g.dtype == jnp.float64 and bool(jnp.all(jnp.isfinite(g)))
+
+
+def test_order_parameter_actions_are_the_reduced_action_of_their_matrices(x64):
+    for arch, (G, val) in [
+        (cm.CopyArch(12, 3), (ca.softmax_logits(jnp.float64(1.7), 12), None)),
+        (cm.CopyArch(12, 3, "linear"), (12 * ca.linear_attention_matrix(0.3, 0.4, 12), None)),
+        (cm.CopyArch(12, 3, cyclic=False), (ca.softmax_logits(jnp.float64(1.7), 12, False), None)),
+    ]:
+        h = ca.hyper(arch, 3.0)
+        P = jnp.float64(400.0)
+        full = ca.reduced_action_of_G(G, P, arch, 3.0)
+        ansatz = (ca.softmax_action(jnp.float64(1.7), P, h) if arch.attention == "softmax"
+                  else ca.linear_action(jnp.float64(0.3), jnp.float64(0.4), P, h))
+        np.testing.assert_allclose(float(full), float(ansatz), rtol=1e-12)
+    # N = inf is min_W U: the MAP objective, no Occam term
+    arch = cm.CopyArch(6, 3)
+    X = task.one_hot(task.tokens(cp.data_key(0), 50, 6, 3), 3, jnp.float64)
+    st = cm.stats(X)
+    G = jax.random.normal(jax.random.key(0), (6, 6), jnp.float64)
+    W = cm.optimal_readout(cm.attention(G, arch), st, arch)
+    np.testing.assert_allclose(float(ca.exact_action(G, st, arch, math.inf)), float(cm.loss(cm.CopyParams(G, W), st, arch)),
+                               rtol=1e-10)
+
+
+def test_softmax_p_star_and_order_of_the_transition():
+    """Spec B, section 5: P* = 342 (L = 32, V = 4), 439 (V = 2), 377 (V = 8), 873 (L = 64, V = 4);
+    a jump in c_G at L = 32, none at L = 8."""
+    s = cph.theory_summary(cm.CopyArch(32, 4))
+    assert abs(s["p_star"] - 342) <= 15, s
+    assert s["first_order"] and s["jump"] > 1.0
+    assert s["p_spinodal_lo"] < s["p_star"] < s["p_spinodal_hi"]
+    assert s["prev_weight_above"] - s["prev_weight_below"] > 0.1
+    for (L, V), ref in {(32, 2): 439, (32, 8): 377, (64, 4): 873}.items():
+        assert abs(cph.theory_summary(cm.CopyArch(L, V))["p_star"] - ref) <= 0.02 * ref
+    s8 = cph.theory_summary(cm.CopyArch(8, 4))
+    assert not s8["first_order"] and s8["jump"] == 0.0 and s8["p_spinodal_lo"] is None
+    # continuous at L = 8: on a fine P grid c_G never moves by more than the grid step allows
+    c = cph.softmax_curves(cm.CopyArch(8, 4), np.geomspace(10, 500, 400))
+    assert np.all(c["n_minima"] == 1) and np.max(np.abs(np.diff(c["c_G"]))) < 0.02
+    c32 = cph.softmax_curves(cm.CopyArch(32, 4), np.geomspace(100, 1000, 400))
+    assert np.max(np.diff(c32["c_G"])) > 1.0
+
+
+def test_linear_onset_and_pooling_before_copying():
+    on = cph.linear_onsets(cm.CopyArch(8, 32, "linear"))
+    assert 900 < on.P_onset < 1800 and on.kind == "copying"
+    np.testing.assert_allclose(on.P_copy, on.P_c_closed, rtol=1e-8)  # the spec's closed form
+    c = cph.linear_curves(cm.CopyArch(8, 32, "linear"), [0.9 * on.P_onset, 1.2 * on.P_onset])
+    assert abs(c["aG"][0]) < 1e-6 and c["aG"][1] > 0.05
+    # L >> V: pooling switches on first (near L V), copying takes over later (near L^{3/2} V^{1/2})
+    s = cph.theory_summary(cm.CopyArch(64, 4, "linear"))
+    assert s["onset_kind"] == "pooling" and s["p_onset"] < 0.5 * s["p_crossover"]
+    assert 0.5 < s["p_onset"] / (64 * 4) < 2 and 0.5 < s["p_crossover"] / (64**1.5 * 2) < 2
+
+
+def test_theory_against_adam_filtered_to_global_minima():
+    """No Occam term (N = inf: min_W U); the lowest-U Adam run per P (random and copy starts)."""
+    ds = cp.train(cp.CopyConfig(L=32, V=4, n_steps=2000), P=[200, 1000], seed=[0, 1], init=["random", "copy"])
+    best = cp.global_minimum(ds)
+    th = cph.softmax_curves(cm.CopyArch(32, 4), [200, 1000], math.inf)
+    np.testing.assert_allclose(best["prev_weight"].values, th["prev_weight"], atol=0.02)
+    np.testing.assert_allclose(best["test_error"].values, th["test_error"], atol=0.02)
+
+
+def test_theory_against_sgld_tempered():
+    """N = 20, P = 150 and 1000 (P* = 334 at N = 20): posterior means from both starts."""
+    s = cp.sample(cp.CopyConfig(L=32, V=4), cp.SGLDConfig(N=20.0, n_chains=8, n_steps=2000, burn_in=2000),
+                  P=[150, 1000])
+    summ = cp.posterior_summary(s)
+    assert int(summ["n_diverged"].sum()) == 0
+    th = cph.softmax_curves(cm.CopyArch(32, 4), [150, 1000], 20.0)
+    for start in ("uniform", "copy"):
+        np.testing.assert_allclose(summ["mean"].sel(start=start).values, th["prev_weight"], atol=0.03)
+
+
+def test_phase_diagram_in_one_call_matches_pointwise(x64):
+    base = ca.hyper(cm.CopyArch(16, 4))
+    x = jnp.geomspace(0.2, 5.0, 60)
+    Ls, Vs = jnp.array([16.0, 32.0]), jnp.array([4.0, 8.0])
+    pd = cph.softmax_phase_diagram(Ls, Vs, x, base, n_c=512)
+    h = base._replace(L=jnp.float64(32.0), V=jnp.float64(8.0), n_pos=jnp.float64(32.0))
+    tr, _ = cph.softmax_transition(x * cph.p_star_closed_form(32.0, 8.0), h, 512)
+    np.testing.assert_allclose(float(pd.P_star[1, 1]), float(tr.P_star), rtol=1e-9)
+    assert pd.P_star.shape == (2, 2) and float(pd.first_order[0, 0]) == 0.0 and float(pd.first_order[1, 0]) == 1.0
+
+
+def test_x64_stays_local():
+    cph.theory_summary(cm.CopyArch(8, 4))
+    assert not jax.config.jax_enable_x64
+
+
+def test_bad_input_names_the_parameter():
+    for kwargs, name in [(dict(N=-1.0), "N"), (dict(N="x"), "N"), (dict(P=[10, -5]), "P")]:
+        with pytest.raises(ValueError, match=name):
+            cph.theory_summary(cm.CopyArch(8, 4), **kwargs)
+    with pytest.raises(ValueError, match="V"):
+        cph.theory_summary(cm.CopyArch(8, 1))
+
+
+def test_cli_theory_json_and_errors():
+    from click.testing import CliRunner
+
+    from jaxattn.cli import main
+
+    r = CliRunner().invoke(main, ["copy", "theory", "--attention", "softmax", "--L", "32", "--V", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert abs(out["p_star"] - 342) <= 15 and out["first_order"] is True
+    r = CliRunner().invoke(main, ["copy", "theory", "--attention", "linear", "--L", "8", "--V", "32", "--P", "500,2000",
+                                  "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert 900 < out["p_onset"] < 1800 and len(out["curves"]["aG"]) == 2
+    for args, name in [(["--V", "1"], "V"), (["--N", "0"], "N"), (["--P", "5,-1"], "P")]:
+        r = CliRunner().invoke(main, ["copy", "theory", *args, "--json"])
+        assert r.exit_code != 0 and name in r.output, r.output
+
+
+@pytest.mark.slow
+def test_softmax_critical_point_ends_the_first_order_line():
+    cpnt = cph.softmax_critical_point(cm.CopyArch(32, 4))
+    assert 16 < cpnt.L < 20 and cpnt.residual < 1e-8
