@@ -3,6 +3,7 @@ the order of the softmax transition, the linear onsets, the theory against Adam 
 
 import json
 import math
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -14,6 +15,15 @@ from jaxattn.models import copy as cm
 from jaxattn.tasks import copy as task
 from jaxattn.theory import copy_action as ca
 from jaxattn.theory import copy_phase as cph
+
+EXACT = jax.jit(ca.exact_action, static_argnames="arch")
+REDUCED = jax.jit(ca.reduced_action_of_G, static_argnames="arch")
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2))
+def _stats(P, L, V):
+    """Statistics of the first ``P`` sequences of data seed 0 (float64 under ``x64``)."""
+    return cm.stats(task.one_hot(task.tokens(cp.data_key(0), P, L, V), V, jnp.result_type(float)))
 
 
 @pytest.mark.parametrize("attention,L,V", [("softmax", 32, 4), ("linear", 8, 32)])
@@ -27,17 +37,15 @@ def test_reduced_action_matches_exact_action_at_large_P(x64, attention, L, V):
     else:
         Gs = [L * ca.linear_attention_matrix(a1, aG, L) for a1, aG in ((0.01, 0.01), (0.5, 0.1), (0.1, 0.5), (0.0, 1.0))]
     Gs.append(jax.random.normal(jax.random.key(1), (L, L), jnp.float64))
+    exact, reduced = EXACT, REDUCED
     for P in (2000, 5000):
-        X = task.one_hot(task.tokens(cp.data_key(0), P, L, V), V, jnp.float64)
-        st = cm.stats(X)
-        exact = jax.jit(lambda G: ca.exact_action(G, st, arch))
-        reduced = jax.jit(lambda G: ca.reduced_action_of_G(G, jnp.float64(P), arch))
-        e = np.array([float(exact(G)) for G in Gs])
-        r = np.array([float(reduced(G)) for G in Gs])
+        st = _stats(P, L, V)
+        e = np.array([float(exact(G, st, arch)) for G in Gs])
+        r = np.array([float(reduced(G, jnp.float64(P), arch)) for G in Gs])
         np.testing.assert_allclose(e, r, rtol=0.01)
         de, dr = e[1:] - e[0], r[1:] - r[0]
         assert np.all(np.abs(de - dr) <= 0.03 * np.abs(dr) + 1e-6 * P), (de, dr)
-    g = jax.grad(exact)(Gs[-1])
+    g = jax.grad(exact)(Gs[-1], st, arch)
     assert g.dtype == jnp.float64 and bool(jnp.all(jnp.isfinite(g)))
 
 
@@ -49,18 +57,17 @@ def test_order_parameter_actions_are_the_reduced_action_of_their_matrices(x64):
     ]:
         h = ca.hyper(arch, 3.0)
         P = jnp.float64(400.0)
-        full = ca.reduced_action_of_G(G, P, arch, 3.0)
-        ansatz = (ca.softmax_action(jnp.float64(1.7), P, h) if arch.attention == "softmax"
-                  else ca.linear_action(jnp.float64(0.3), jnp.float64(0.4), P, h))
+        full = REDUCED(G, P, arch, 3.0)
+        ansatz = (jax.jit(ca.softmax_action)(jnp.float64(1.7), P, h) if arch.attention == "softmax"
+                  else jax.jit(ca.linear_action)(jnp.float64(0.3), jnp.float64(0.4), P, h))
         np.testing.assert_allclose(float(full), float(ansatz), rtol=1e-12)
     # N = inf is min_W U: the MAP objective, no Occam term
     arch = cm.CopyArch(6, 3)
-    X = task.one_hot(task.tokens(cp.data_key(0), 50, 6, 3), 3, jnp.float64)
-    st = cm.stats(X)
+    st = _stats(50, 6, 3)
     G = jax.random.normal(jax.random.key(0), (6, 6), jnp.float64)
     W = cm.optimal_readout(cm.attention(G, arch), st, arch)
-    np.testing.assert_allclose(float(ca.exact_action(G, st, arch, math.inf)), float(cm.loss(cm.CopyParams(G, W), st, arch)),
-                               rtol=1e-10)
+    np.testing.assert_allclose(float(EXACT(G, st, arch, math.inf)),
+                               float(jax.jit(cm.loss, static_argnames="arch")(cm.CopyParams(G, W), st, arch)), rtol=1e-10)
 
 
 def test_softmax_p_star_and_order_of_the_transition():
@@ -114,13 +121,16 @@ def test_theory_against_sgld_tempered():
         np.testing.assert_allclose(summ["mean"].sel(start=start).values, th["prev_weight"], atol=0.03)
 
 
+@pytest.mark.slow
 def test_phase_diagram_in_one_call_matches_pointwise(x64):
     base = ca.hyper(cm.CopyArch(16, 4))
     x = jnp.geomspace(0.2, 5.0, 60)
     Ls, Vs = jnp.array([16.0, 32.0]), jnp.array([4.0, 8.0])
+    before = cph.TRACE_COUNT["phase_diagram"]
     pd = cph.softmax_phase_diagram(Ls, Vs, x, base, n_c=512)
+    assert cph.TRACE_COUNT["phase_diagram"] - before == 1
     h = base._replace(L=jnp.float64(32.0), V=jnp.float64(8.0), n_pos=jnp.float64(32.0))
-    tr, _ = cph.softmax_transition(x * cph.p_star_closed_form(32.0, 8.0), h, 512)
+    tr, _ = jax.jit(cph.softmax_transition, static_argnums=2)(x * cph.p_star_closed_form(32.0, 8.0), h, 512)
     np.testing.assert_allclose(float(pd.P_star[1, 1]), float(tr.P_star), rtol=1e-9)
     assert pd.P_star.shape == (2, 2) and float(pd.first_order[0, 0]) == 0.0 and float(pd.first_order[1, 0]) == 1.0
 

@@ -130,7 +130,8 @@ def reduced_action(st: ActionStats, G2: Float[Array, "*b"], P: Float[Array, "*b"
 def reduced_action_of_G(G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.CopyArch, N: float = 1.0) -> Float[Array, ""]:
     """(B.3b) evaluated at an arbitrary logit matrix ``G`` (its attention's statistics, ``|G|^2``)."""
     st = attention_stats(cm.attention(G, arch), arch.cyclic)
-    return reduced_action(st, jnp.sum(G**2), P, hyper(arch, N, G.dtype))
+    h = hyper(arch, 1.0, G.dtype)._replace(N=jnp.asarray(N, G.dtype))  # N may be traced
+    return reduced_action(st, jnp.sum(G**2), P, h)
 
 
 # --- the order-parameter ansatz ------------------------------------------------------------------

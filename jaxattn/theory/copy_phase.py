@@ -248,7 +248,7 @@ class LinearMinimum(NamedTuple):
     S: Float[Array, "*b"]
 
 
-def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 49, n_newton: int = 40) -> LinearMinimum:
+def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 41, n_newton: int = 25) -> LinearMinimum:
     """Global minimum of ``S(a_1, a_G)`` over ``a_1 in [-1, 1.5]``, ``a_G in [0, 1.5]`` (the sign
     of ``A`` is a gauge, ``(G, W) -> (-G, -W)``): best grid point, then damped Newton (Hessian
     shifted to be positive definite, best of a ladder of step fractions)."""
@@ -277,11 +277,12 @@ def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 49, n_new
     return LinearMinimum(sgn * z[0], sgn * z[1], f(z))
 
 
+@jax.jit
 def linear_hessian_coefficients(h: ca.CopyHyper):
     """``(K0, K1, K2)`` with ``Hess S(a_1, a_G)|_0 = K0 + P K1 - P^2 K2`` (exact: at ``A = 0`` the
     prior is ``P``-independent, the Occam term linear and the data term quadratic in ``P``)."""
-    Hs = [jax.hessian(lambda z: ca.linear_action(z[0], z[1], jnp.asarray(P, h.L.dtype), h))(jnp.zeros(2, h.L.dtype))
-          for P in (0.0, 1.0, 2.0)]
+    hess = jax.hessian(lambda z, P: ca.linear_action(z[0], z[1], P, h))
+    Hs = [hess(jnp.zeros(2, h.L.dtype), jnp.asarray(P, h.L.dtype)) for P in (0.0, 1.0, 2.0)]
     K0 = Hs[0]
     K2 = -(Hs[2] - 2 * Hs[1] + Hs[0]) / 2
     K1 = Hs[1] - K0 + K2
@@ -341,6 +342,9 @@ def linear_scan(Ps: Float[Array, " nP"], h: ca.CopyHyper) -> LinearMinimum:
     return jax.vmap(lambda P: linear_minimum(P, h))(Ps)
 
 
+_linear_scan = jax.jit(linear_scan)
+
+
 def linear_crossover(Ps, a1, aG, L) -> float:
     """First ``P`` of the grid (geometric interpolation) where the minimum turns from pooling to
     copying (:func:`kind_of`: ``|a_G| sqrt(L-1) >= |a_1 + a_G|``) with ``A != 0``; NaN if never."""
@@ -364,13 +368,27 @@ def _f(x):
     return None if np.isnan(x) else x
 
 
+def _bucketed(fn, Ps):
+    """``fn`` (jitted, vmapped over ``P``) on ``Ps`` padded to a power-of-two length: one compile
+    per size bucket instead of one per length."""
+    n = len(Ps)
+    m = 1 << max(0, (n - 1).bit_length())
+    out = fn(jnp.concatenate([Ps, jnp.full((m - n,), Ps[-1], Ps.dtype)]))
+    return jax.tree_util.tree_map(lambda x: x[:n], out)
+
+
+@jax.jit
+def _softmax_scan(Ps, h):
+    return jax.vmap(lambda P: softmax_minima(P, h))(Ps)
+
+
 def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
     """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
     and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists)."""
     with jax.enable_x64(True):
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
-        m = jax.jit(jax.vmap(lambda P: softmax_minima(P, h)))(Ps)
+        m = _bucketed(lambda x: _softmax_scan(x, h), Ps)
         out = {"P": np.asarray(Ps), "n_minima": np.asarray(m.n_minima)}
         for tag, c in (("", m.c), ("_uniform", m.c_lo), ("_copy", m.c_hi)):
             st, _ = ca.softmax_stats(c, h)
@@ -386,14 +404,14 @@ def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]
     with jax.enable_x64(True):
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
-        m = jax.jit(linear_scan)(Ps, h)
+        m = _bucketed(lambda x: _linear_scan(x, h), Ps)
         st, _ = ca.linear_stats(m.a1, m.aG, h)
         return {"P": np.asarray(Ps), "a1": np.asarray(m.a1), "aG": np.asarray(m.aG),
                 "prev_weight": np.asarray(st.s / h.n_pos), "test_error": np.asarray(ca.test_error(st, Ps, h)),
                 "S": np.asarray(m.S)}
 
 
-def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 120) -> dict:
+def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 128) -> dict:
     """Headline numbers of the theory (JSON-ready): softmax ``P*``, spinodals, jump, closed form;
     linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too."""
     N = ca.check_N(N)
