@@ -1,4 +1,5 @@
-"""Command line: ``jaxattn slm train | bayes-risk | prune``.
+"""Command line: ``jaxattn slm train | bayes-risk | prune | compare``, ``jaxattn copy ...``
+(:mod:`jaxattn.cli_copy`) and ``jaxattn sweep ...`` (:mod:`jaxattn.cli_sweep`).
 
 Every command accepts ``--json`` to print its headline numbers as one JSON object on stdout.
 Grid options take comma-separated lists (``--H 2,4 --eta 0.5,1``).
@@ -260,6 +261,10 @@ def _prune_figure(curves, activation, path):
 from jaxattn.cli_copy import copy as _copy  # noqa: E402
 
 main.add_command(_copy)
+
+from jaxattn.cli_sweep import sweep as _sweep  # noqa: E402
+
+main.add_command(_sweep)
 
 
 if __name__ == "__main__":

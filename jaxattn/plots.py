@@ -69,3 +69,30 @@ def training_figure(ds: xr.Dataset, bayes_risk: float | None = None, path: str |
         fig.savefig(path, dpi=120)
         plt.close(fig)
     return fig
+
+
+def sweep_quicklook(ds: xr.Dataset, var: str, x: str, hue: str | None = None):
+    """``var`` against the grid dimension ``x``, one line per value of ``hue``: the last recorded
+    time, every other dimension averaged (NaN, e.g. diverged or unfinished points, skipped)."""
+    if var not in ds:
+        raise ValueError(f"var: {var!r} is not in the dataset (have {', '.join(ds.data_vars)})")
+    for name, dim in (("x", x), ("hue", hue)):
+        if dim is not None and dim not in ds[var].dims:
+            raise ValueError(f"{name}: {dim!r} is not a dimension of {var} (have {', '.join(ds[var].dims)})")
+    da = ds[var].astype(float)
+    if "time" in da.dims and "time" not in (x, hue):
+        da = da.isel(time=-1)
+    da = da.mean([d for d in da.dims if d not in (x, hue)], skipna=True)
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    if hue is None:
+        ax.plot(da[x].values, da.values, "o-")
+    else:
+        for v in da[hue].values:
+            ax.plot(da[x].values, da.sel({hue: v}).values, "o-", label=f"{hue}={v}")
+        ax.legend(fontsize=8)
+    ax.set_xlabel(x)
+    ax.set_ylabel(var)
+    if np.all(np.asarray(da[x].values, float) > 0) and np.ptp(np.log10(np.asarray(da[x].values, float))) > 1.5:
+        ax.set_xscale("log")
+    fig.tight_layout()
+    return fig

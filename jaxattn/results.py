@@ -23,7 +23,12 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> str:
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:
-    """Read a dataset written by :func:`save` fully into memory."""
+    """Read a dataset written by :func:`save` fully into memory; a folder is read as a sweep
+    store (:func:`jaxattn.sweep.load`: one dataset over the whole grid)."""
+    if os.path.isdir(path):
+        from jaxattn.sweep.store import load as load_store
+
+        return load_store(os.fspath(path))
     with xr.open_dataset(os.fspath(path), engine=ENGINE) as ds:
         return ds.load()
 

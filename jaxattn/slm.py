@@ -140,6 +140,18 @@ def _bits(x: float) -> int:
     return int(np.asarray(x, np.float32).view(np.uint32))
 
 
+def point_keys(share_data: bool, seed: int, H: int, L: int, eta: float, signal: float):
+    """The ``(init_key, data_key)`` of one run, from its own values only (never its position in a
+    grid, so a run's numbers do not depend on the grid around it). With ``share_data`` the data
+    key depends on the seed alone: common random numbers across the other axes."""
+    base = jax.random.key(seed)
+    dk = jax.random.fold_in(base, 1)
+    if not share_data:
+        for v in (H, L, _bits(eta), _bits(signal)):
+            dk = jax.random.fold_in(dk, v)
+    return jax.random.fold_in(base, 0), dk
+
+
 def run_params(config: SLMConfig, axes: dict[str, list]) -> osgd.RunParams:
     """The flat grid (outer product, ``seed`` outermost) as batched :class:`RunParams`, laid out
     ``(stream, member)``. The keys of a grid point depend only on its own values, never on its
@@ -148,12 +160,8 @@ def run_params(config: SLMConfig, axes: dict[str, list]) -> osgd.RunParams:
     init_keys, data_keys, cols = [], [], {k: [] for k in axes}
     for idx in pts:
         vals = {k: axes[k][i] for k, i in zip(axes, idx)}
-        base = jax.random.key(vals["seed"])
-        init_keys.append(jax.random.fold_in(base, 0))
-        dk = jax.random.fold_in(base, 1)
-        if not config.share_data:
-            for v in (vals["H"], vals["L"], _bits(vals["eta"]), _bits(vals["signal"])):
-                dk = jax.random.fold_in(dk, v)
+        ik, dk = point_keys(config.share_data, **vals)
+        init_keys.append(ik)
         data_keys.append(dk)
         for k in axes:
             cols[k].append(vals[k])
