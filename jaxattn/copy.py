@@ -189,17 +189,20 @@ def advance(arch, states, train_stats, n, n_steps: int, final: float):
 def observe(arch, states, train_stats, test_stats):
     """Observables of every run at its current parameters (``NaN`` where it diverged)."""
     TRACE_COUNT["observe"] += 1
-
-    def one(st: fbr.FullBatchState, data: cm.CopyStats):
-        p = st.params
-        U, g = jax.value_and_grad(cm.loss)(p, data, arch)
-        out = dict(cm.order_parameters(p.G, arch), U=U, train_error=cm.error(p, data, arch),
-                   test_error=cm.error(p, test_stats, arch), grad_norm=optax.tree.norm(g))
-        out = {k: jnp.where(st.diverged, jnp.nan, v) for k, v in out.items()}
-        out["diverged"] = st.diverged
-        return out
-
+    one = partial(observe_one, arch, test_stats=test_stats)
     return jax.vmap(jax.vmap(jax.vmap(one, in_axes=(0, None))))(states, train_stats)
+
+
+def observe_one(arch, st: fbr.FullBatchState, data: cm.CopyStats, test_stats: cm.CopyStats) -> dict:
+    """The observables of one run: order parameters, ``U``, train and test error, the gradient
+    norm (``NaN`` if the run diverged) and ``diverged``."""
+    p = st.params
+    U, g = jax.value_and_grad(cm.loss)(p, data, arch)
+    out = dict(cm.order_parameters(p.G, arch), U=U, train_error=cm.error(p, data, arch),
+               test_error=cm.error(p, test_stats, arch), grad_norm=optax.tree.norm(g))
+    out = {k: jnp.where(st.diverged, jnp.nan, v) for k, v in out.items()}
+    out["diverged"] = st.diverged
+    return out
 
 
 # --- the grid ----------------------------------------------------------------------------------

@@ -182,3 +182,95 @@ def test_kill_and_resume(tmp_path):
     assert sorted(rerun) == sorted(set(range(n_chunks)) - finished_before)
     _equal(sweep.load(killed), sweep.load(full))
     assert not [p for p in os.listdir(chunks) if ".tmp-" in p]
+
+
+def test_copy_adam_sweep_matches_copy_train(tmp_path):
+    from jaxattn import copy as cp
+
+    text = """
+model = "copy_adam"
+[fixed]
+L = 8
+V = 4
+n_steps = 150
+n_test = 100
+[grid]
+P = [20, 100]
+seed = [0, 1]
+init = ["random", "copy"]
+[execution]
+block = 4
+"""
+    sweep.run(sweep.parse(text), str(tmp_path / "adam"))
+    sw = sweep.load(str(tmp_path / "adam"))
+    ref = cp.train(cp.CopyConfig(L=8, V=4, n_steps=150, n_test=100), P=[20, 100], seed=[0, 1])
+    for v in ("prev_weight", "a1", "aG", "U", "train_error", "test_error"):
+        np.testing.assert_allclose(sw[v].values, ref[v].transpose(*sw[v].dims).values, rtol=2e-5, atol=2e-6,
+                                   err_msg=v)
+    np.testing.assert_array_equal(sw["copy_basin"].values, ref["copy_basin"].transpose(*sw["copy_basin"].dims).values)
+
+
+def test_slm_ode_sweep_matches_direct_integration(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    from jaxattn import priors
+    from jaxattn.models.multihead import Arch
+    from jaxattn.theory import slm_ode, slm_risk
+
+    text = """
+model = "slm_ode"
+[fixed]
+D = 100
+t_max = 4.0
+n_records = 3
+n_bank = 400
+[grid]
+seed = [3]
+eta = [0.5, 2.0]
+noise = [0, 1]
+[execution]
+block = 2
+"""
+    sweep.run(sweep.parse(text), str(tmp_path / "ode"))
+    ds = sweep.load(str(tmp_path / "ode"))
+    assert not ds["diverged"].any()
+    with jax.enable_x64(True):
+        y0 = jax.tree_util.tree_map(lambda x: x[0], slm_ode.random_initial_conditions(jax.random.key(3), 2, 2, 100))
+        bank = slm_risk.make_bank(priors.onehot(2, 9.0), 4, 2, n=400, key=jax.random.key(0), dtype=jnp.float64)
+        args = slm_ode.ODEArgs(jnp.asarray([2.0]), jnp.asarray([1.0]), jnp.asarray([1.0]), jnp.ones((1, 2), bool),
+                               jnp.ones((1, 4), bool))
+        y0 = jax.tree_util.tree_map(lambda x: x[None], y0)
+        sol = slm_ode.integrate_grid(y0, args, bank, jnp.asarray(ds["time"].values), Arch("bayes_softmax"))
+    np.testing.assert_allclose(ds["M"].sel(seed=3, eta=2.0, noise=1).values, np.asarray(sol.M[0]), rtol=1e-9)
+    np.testing.assert_allclose(ds["risk"].sel(seed=3, eta=2.0, noise=1).values, np.asarray(sol.risk[0]), rtol=1e-9)
+    # the noise term matters at large eta (the gradient-flow limit at small eta is tested in test_slm_ode)
+    q = ds["Q"].sel(seed=3, eta=2.0).isel(time=-1)
+    assert float(np.abs(q.sel(noise=1) - q.sel(noise=0)).max()) > 1e-3
+
+
+def test_copy_sgld_sweep_chains_do_not_depend_on_the_grid(tmp_path):
+    text = """
+model = "copy_sgld"
+[fixed]
+L = 8
+V = 4
+N = 20.0
+n_steps = 100
+burn_in = 100
+thin = 10
+n_test = 100
+[grid]
+P = [50, 200]
+start = ["uniform", "copy"]
+chain = { range = [0, 2] }
+[execution]
+block = 2
+"""
+    sweep.run(sweep.parse(text), str(tmp_path / "a"))
+    ds = sweep.load(str(tmp_path / "a"))
+    assert dict(ds["prev_weight"].sizes) == {"P": 2, "start": 2, "chain": 2, "draw": 10}
+    assert np.isfinite(ds["prev_weight"].values).all() and not ds["diverged"].any()
+    sweep.run(sweep.parse(text.replace("P = [50, 200]", "P = [200]").replace("block = 2", "block = 2\nchunk_size = 2")),
+              str(tmp_path / "b"))
+    _equal(sweep.load(str(tmp_path / "b")), ds.sel(P=[200]))

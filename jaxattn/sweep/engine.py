@@ -181,6 +181,11 @@ def run(sweep: Sweep, out: str, *, devices=None, chunk_size: int | None = None,
         max_chunks: int | None = None) -> Report:
     """Run (or resume) ``sweep`` into the store at ``out``; finished chunks are skipped, failed
     ones retried. ``max_chunks`` stops after computing that many (for tests and dry runs)."""
+    with jax.enable_x64(MODELS[sweep.model].x64):
+        return _run(sweep, out, devices, chunk_size, memory_budget, extend, progress, max_chunks)
+
+
+def _run(sweep, out, devices, chunk_size, memory_budget, extend, progress, max_chunks) -> Report:
     from tqdm.auto import tqdm
 
     model = MODELS[sweep.model]
