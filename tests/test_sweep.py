@@ -274,3 +274,23 @@ block = 2
     sweep.run(sweep.parse(text.replace("P = [50, 200]", "P = [200]").replace("block = 2", "block = 2\nchunk_size = 2")),
               str(tmp_path / "b"))
     _equal(sweep.load(str(tmp_path / "b")), ds.sel(P=[200]))
+
+
+def test_example_sweep_files_are_valid():
+    import glob
+
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples", "*.toml")))
+    models = {sweep.load_file(f).model for f in files}
+    assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld"}
+
+
+def test_cli_reports_all_problems(tmp_path):
+    from click.testing import CliRunner
+
+    from jaxattn.cli import main
+
+    f = tmp_path / "bad.toml"
+    f.write_text('model = "copy_adam"\n[fixed]\nV = 1\n[grid]\ninit = ["random", "sideways"]\n')
+    r = CliRunner().invoke(main, ["sweep", "run", str(f)])
+    assert r.exit_code == 2
+    assert "grid.init: init must be one of" in r.output and "fixed: V must be" in r.output

@@ -25,13 +25,13 @@ def _fields(cls) -> dict:
 
 
 def _validate(fixed: dict, axes: dict, fields: dict, checks: dict, build) -> list[str]:
-    problems = _check_fields(fixed, fields) + _axis_problems(axes, fixed, checks)
-    if not problems:
+    problems = _check_fields(fixed, fields)
+    if not problems:  # the fixed values have the right types: check them together
         try:
             build(fixed)
         except (ValueError, TypeError) as err:
             problems.append(f"fixed: {err}")
-    return problems
+    return problems + _axis_problems(axes, fixed, checks)
 
 
 def _choice(name, options):

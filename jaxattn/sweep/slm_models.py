@@ -55,15 +55,14 @@ _SLM_CHECKS = {
 
 def _slm_validate(fixed: dict, axes: dict) -> list[str]:
     problems = _check_fields(fixed, _slm_fields())
-    problems += _axis_problems(axes, fixed, _SLM_CHECKS)
     if "prior" in fixed and not isinstance(fixed["prior"], dict):
         problems.append("fixed.prior: expected a table like { family = 'onehot', F = 2, nu = 9.0 }")
-    elif not problems:
+    elif not problems:  # the fixed values have the right types: check them together
         try:
             _slm_config(fixed)
         except (ValueError, TypeError, KeyError) as err:
             problems.append(f"fixed: {err}")
-    return problems
+    return problems + _axis_problems(axes, fixed, _SLM_CHECKS)
 
 
 class SLMStatic(NamedTuple):
@@ -165,7 +164,6 @@ def _bad(msg, v):
 def _ode_validate(fixed: dict, axes: dict) -> list[str]:
     fields = {**_slm_fields(), **ODE_EXTRA, "noise": 1.0}
     problems = _check_fields(fixed, fields)
-    problems += _axis_problems(axes, fixed, _ODE_CHECKS)
     if not problems:
         try:
             _slm_config({k: v for k, v in fixed.items() if k not in ODE_EXTRA and k != "noise"})
@@ -174,7 +172,7 @@ def _ode_validate(fixed: dict, axes: dict) -> list[str]:
             _checks.positive("atol", fixed.get("atol", 1e-7))
         except (ValueError, TypeError, KeyError) as err:
             problems.append(f"fixed: {err}")
-    return problems
+    return problems + _axis_problems(axes, fixed, _ODE_CHECKS)
 
 
 class ODEStatic(NamedTuple):

@@ -12,6 +12,7 @@ A sweep file is TOML::
     seed = { range = [0, 8] }         # 0, 1, ..., 7
     H = [1, 2, 4]
     eta = { logspace = [0.1, 1.0, 4] }   # 4 values, geometric from 0.1 to 1
+    P = { logspace = [50, 2000, 12], integer = true }   # rounded to integers
     signal = { linspace = [0.5, 2.0, 4] }
 
     [grid.zip.shape]                  # zipped axes: one dimension "shape" walking both together
@@ -132,20 +133,23 @@ def parse_size(value) -> int:
     return n
 
 
-def _axis_values(path: str, spec, problems: list[str]) -> tuple | None:
+def _axis_values(path: str, spec, problems: list[str], unique: bool = True) -> tuple | None:
     """The values of one axis: a list, a scalar, or a table ``range``/``linspace``/``logspace``."""
     if isinstance(spec, list):
         if not spec:
             problems.append(f"{path}: empty list of values")
             return None
-        if len({json.dumps(v) for v in spec}) != len(spec):
+        if unique and len({json.dumps(v) for v in spec}) != len(spec):
             problems.append(f"{path}: repeated values {spec}")
             return None
         return tuple(spec)
     if isinstance(spec, dict):
-        if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace"):
-            problems.append(f"{path}: a table axis must be exactly one of range, linspace, logspace; got "
-                            f"{sorted(spec)}")
+        spec = dict(spec)
+        integer = spec.pop("integer", False)
+        if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace") or \
+                not isinstance(integer, bool):
+            problems.append(f"{path}: a table axis must be exactly one of range, linspace, logspace (and "
+                            f"optionally integer = true); got {sorted(spec)}")
             return None
         kind, args = next(iter(spec.items()))
         sub = f"{path}.{kind}"
@@ -168,6 +172,8 @@ def _axis_values(path: str, spec, problems: list[str]) -> tuple | None:
                 return None
             fn = np.geomspace if kind == "logspace" else np.linspace
             vals = tuple(float(x) for x in fn(args[0], args[1], args[2]))
+            if integer:  # rounded, repeated values dropped
+                vals = tuple(dict.fromkeys(int(round(x)) for x in vals))
         if not vals:
             problems.append(f"{sub}: gives no values ({args!r})")
             return None
@@ -190,12 +196,16 @@ def _grid_dims(grid: dict, problems: list[str]) -> list[Dim]:
                 if not isinstance(axes, dict) or not axes:
                     problems.append(f"{path}: expected a table of axes, each a list of values")
                     continue
-                vals = {k: _axis_values(f"{path}.{k}", v, problems) for k, v in axes.items()}
+                vals = {k: _axis_values(f"{path}.{k}", v, problems, unique=False) for k, v in axes.items()}
                 if any(v is None for v in vals.values()):
                     continue
                 lengths = {k: len(v) for k, v in vals.items()}
                 if len(set(lengths.values())) != 1:
                     problems.append(f"{path}: zipped axes must have equal lengths, got {lengths}")
+                    continue
+                rows = list(zip(*vals.values()))
+                if len(set(rows)) != len(rows):
+                    problems.append(f"{path}: repeated combinations of values")
                     continue
                 dims.append(Dim(group, vals))
         else:
