@@ -14,12 +14,13 @@ def _devices(n: int | None):
     """The first ``n`` local devices (all by default). On a CPU, asks XLA for ``n`` host devices
     first if JAX has not started yet."""
     import jax
-    from jax._src import xla_bridge
+
+    from jaxattn.devices import _backends_started
 
     if n is not None:
         if n < 1:
             raise click.BadParameter(f"must be >= 1, got {n}", param_hint="--devices")
-        if not xla_bridge.backends_are_initialized():
+        if not _backends_started():
             jax.config.update("jax_num_cpu_devices", max(n, os.cpu_count() or 1))
     devs = jax.local_devices()
     if n is not None and n > len(devs):
