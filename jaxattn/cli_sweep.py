@@ -87,6 +87,10 @@ def status_cmd(path, as_json):
         return
     click.echo(f"model: {st['model']}  points: {st['n_points']}  chunks: {st['n_chunks']}")
     click.echo(f"done: {len(st['done'])}  pending: {len(st['pending'])}  failed: {len(st['failed'])}")
+    if st["pending"] and st["seconds_per_chunk"]:
+        left = len(st["pending"]) * st["seconds_per_chunk"]
+        click.echo(f"time left at the last run's pace: about {left / 60:.1f} min "
+                   f"({st['seconds_per_chunk']:.1f} s per chunk)")
     for cid, err in st["failed"].items():
         click.echo(f"  failed chunk {cid}: {err.splitlines()[0]}")
     click.echo(f"diverged points: {len(st['diverged'])}")

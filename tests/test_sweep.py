@@ -83,8 +83,15 @@ def test_one_compile_per_sweep_resume_and_extend(tmp_path):
     before = engine.TRACE_COUNT.get("slm_sgd", 0)
     rep = sweep.run(s, out, max_chunks=1)
     assert rep.computed == (0,) and rep.n_chunks == 3
+    st = sweep.status(out)
+    assert st["done"] == [0] and st["pending"] == [1, 2]
+    with pytest.raises(ValueError, match="not finished"):
+        sweep.load(out)
+    part = sweep.load(out, complete=False)
+    assert int(part["done"].sum()) == 4 and np.isnan(part["error"].where(~part["done"]).values).all()
     rep = sweep.run(s, out)  # resume: the finished chunk is skipped
     assert rep.skipped == (0,) and rep.computed == (1, 2)
+    assert sweep.status(out)["seconds_per_chunk"] > 0
     assert engine.TRACE_COUNT["slm_sgd"] - before == 1  # 12 points, 3 chunks, one trace
     ds = sweep.load(out)
     assert dict(ds["error"].sizes) == {"seed": 3, "H": 2, "eta": 2, "time": 3}

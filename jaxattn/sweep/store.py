@@ -108,13 +108,32 @@ def status(root: str) -> dict:
                 bad = np.asarray(ds["diverged"].values, bool).reshape(ds.sizes["point"], -1).any(axis=1)
                 for i in np.flatnonzero(bad):
                     diverged.append({v: ds[v].values[i].item() for v in man["variables"]})
+    pending = sorted(set(ids) - done - set(failed))
     return {
         "model": man["model"], "n_points": sum(len(c["points"]) for c in man["chunks"]),
         "n_chunks": len(ids), "done": sorted(done & set(ids)),
         "failed": {k: v for k, v in sorted(failed.items()) if k not in done},
-        "pending": sorted(set(ids) - done - set(failed)), "diverged": diverged,
-        "version": man.get("version"),
+        "pending": pending, "diverged": diverged, "version": man.get("version"),
+        "seconds_per_chunk": _seconds_per_chunk(root),
     }
+
+
+def _seconds_per_chunk(root: str) -> float | None:
+    """Mean time between consecutive chunks of one process, from the log (``None`` if unknown);
+    the pending chunks times this is the time left."""
+    path = os.path.join(root, "log.jsonl")
+    if not os.path.exists(path):
+        return None
+    by_pid: dict[int, list[float]] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+            by_pid.setdefault(e["pid"], []).append(e["time"])
+    gaps = [b - a for ts in by_pid.values() for a, b in zip(ts, ts[1:])]
+    return float(np.mean(gaps)) if gaps else None
 
 
 def load(root: str, *, complete: bool = True) -> xr.Dataset:
