@@ -83,7 +83,7 @@ class TinyTransformer(nnx.Module):
         return self.head(h)
 
 
-@pytest.mark.parametrize("activation", ["softmax1", "bayes_softmax"])
+@pytest.mark.parametrize("activation", ["bayes_softmax"])
 def test_tiny_transformer_trains(activation):
     """Next-token prediction of sequences that repeat their first half: only attention can
     solve the second half, so the loss falls only if the layer learns to attend."""
