@@ -34,6 +34,7 @@ from jaxattn.models import copy as cm
 from jaxattn.theory import copy_action as ca
 
 N_C = 1024  # c_G grid points
+P_BATCH = 8  # P values per lax.map step of a scan
 TRACE_COUNT = {"phase_diagram": 0}
 
 
@@ -56,7 +57,7 @@ class SoftmaxMinima(NamedTuple):
     n_minima: Float[Array, "*b"]
 
 
-def _newton_min(f, x, lo, hi, n_iter: int = 20):
+def _newton_min(f, x, lo, hi, n_iter: int = 10):
     """Newton on ``f'`` from ``x`` kept inside ``[lo, hi]`` (a grid bracket of a minimum)."""
     d1 = jax.grad(f)
     d2 = jax.grad(d1)
@@ -69,10 +70,29 @@ def _newton_min(f, x, lo, hi, n_iter: int = 20):
     return jax.lax.fori_loop(0, n_iter, body, x)
 
 
-def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxMinima:
-    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
+class SoftmaxGrid(NamedTuple):
+    """The ``c_G`` grid with its ``P``-independent statistics (:func:`softmax_grid`)."""
+
+    c: Float[Array, " n_c"]
+    st: ca.ActionStats
+    G2: Float[Array, " n_c"]
+
+
+def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
+    """``c_G`` grid, ``(s, q)`` and ``|G|^2`` on it: they do not depend on ``P``, so a scan over
+    ``P`` computes them once (``u = n = n_pos`` stay scalars)."""
     cg = c_grid(h.L, n_c)
-    y = ca.softmax_action(cg, P, h)
+    st, G2 = ca.softmax_stats(cg, h)
+    return SoftmaxGrid(cg, st._replace(u=h.n_pos, n=h.n_pos), G2)
+
+
+def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
+                   ) -> SoftmaxMinima:
+    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
+    grid = softmax_grid(h, n_c) if grid is None else grid
+    cg = grid.c
+    n_c = cg.shape[0]
+    y = ca.reduced_action(grid.st, grid.G2, P, h)
     is_min = (y[1:-1] < y[:-2]) & (y[1:-1] <= y[2:])
     idx = jnp.arange(1, n_c - 1)
     n_min = jnp.sum(is_min)
@@ -126,7 +146,9 @@ def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C,
                        ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
     """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
     the minima at every grid ``P``."""
-    m = jax.vmap(lambda P: softmax_minima(P, h, n_c))(Ps)
+    grid = softmax_grid(h, n_c)
+    # lax.map in batches: the (batch x n_c) actions stay in cache instead of a (nP x n_c) array
+    m = jax.lax.map(lambda P: softmax_minima(P, h, grid=grid), Ps, batch_size=P_BATCH)
     nP = Ps.shape[0]
     two = m.n_minima >= 2
     idx = jnp.arange(nP)
@@ -135,7 +157,7 @@ def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C,
     i1 = jnp.max(jnp.where(two, idx, 0))
 
     # spinodals: the first and last grid point with two minima, refined by bisection
-    has2 = lambda P: softmax_minima(P, h, n_c).n_minima >= 2  # noqa: E731
+    has2 = lambda P: softmax_minima(P, h, grid=grid).n_minima >= 2  # noqa: E731
     s_lo = _bisect(lambda P: ~has2(P), Ps[jnp.maximum(i0 - 1, 0)], Ps[i0], n_bisect)
     s_hi = _bisect(has2, Ps[i1], Ps[jnp.minimum(i1 + 1, nP - 1)], n_bisect)
     nan = jnp.full_like(Ps[0], jnp.nan)
@@ -144,11 +166,11 @@ def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C,
 
     # P*: between the spinodals two minima coexist and S_copy - S_uniform changes sign
     def copy_higher(P):
-        mm = softmax_minima(P, h, n_c)
+        mm = softmax_minima(P, h, grid=grid)
         return (mm.n_minima >= 2) & (mm.S_hi > mm.S_lo)
 
     lo, hi = _bisect(copy_higher, s_lo[1], s_hi[0], n_bisect)
-    below, above = softmax_minima(lo, h, n_c), softmax_minima(hi, h, n_c)
+    below, above = softmax_minima(lo, h, grid=grid), softmax_minima(hi, h, grid=grid)
     # continuous: the steepest growth of c_G in ln P
     slope = jnp.diff(m.c) / jnp.diff(jnp.log(Ps))
     j = jnp.argmax(slope)
@@ -379,7 +401,8 @@ def _bucketed(fn, Ps):
 
 @jax.jit
 def _softmax_scan(Ps, h):
-    return jax.vmap(lambda P: softmax_minima(P, h))(Ps)
+    grid = softmax_grid(h)
+    return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
 
 
 def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
