@@ -30,7 +30,7 @@ def _stats(P, L, V):
 def test_reduced_action_matches_exact_action_at_large_P(x64, attention, L, V):
     """(B.3a) on one sampled data set against its data average (B.3b). Tolerance: 1% of S and 3%
     of the difference S(G) - S(G_0) between two logit matrices (the fluctuation corrections are
-    O(V^2) against O(P) terms; measured: at most 0.7% and 1.2% at P = 2000, 0.1% at P = 5000)."""
+    O(V^2) against O(P) terms; measured: at most 0.7% and 2.3%)."""
     arch = cm.CopyArch(L, V, attention)
     if attention == "softmax":
         Gs = [ca.softmax_logits(jnp.float64(c), L) for c in (0.0, 1.0, 2.5, 4.0)]
