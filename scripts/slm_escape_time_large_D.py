@@ -1,0 +1,163 @@
+"""Claim (Spec A, section 3): the escape time from the unspecialised saddle grows like log D.
+
+Bayes-softmax, H = 2, one-hot spikes F = 2, nu = 9, L = 4 (the setting of
+scripts/slm_escape_time.py), online SGD at D from 250 to 10^4 with mini-batches of B = 4 at
+eta = 4 (the same D -> inf ODE as B = 1 at eta = 1: a batch of B at eta maps to eta / B). Fewer
+seeds at the largest D. Each D's seeds run as one compiled grid, observed every 0.5 units of t and
+stopped once every seed has escaped (the escape is a one-way event here), or at T_CAP.
+
+The escape time is the first time with max_f |M[0, f] - M[1, f]| > 1 (sqrt(nu) = 3 when fully
+specialised). The ODE's prediction: the noisy ODE (eta = 1) from 32 random starts per D drawn
+with the exact finite-D law of the initial overlaps (slm_ode.random_initial_conditions), also at
+D = 10^5 and 10^6, where simulation is out of reach. Straight-line fits of the escape time against
+log D give the slopes.
+
+Run:  python scripts/slm_escape_time_large_D.py      (about 12 minutes on 2 cores)
+      python scripts/slm_escape_time_large_D.py --quick   (D up to 1000, a smoke test)
+Writes docs/figures/slm_escape_time_large_D.png, docs/figures/slm_escape_time_large_D.json and
+prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import jaxattn
+
+jaxattn.use_cpu_cores()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from jaxattn import priors, slm  # noqa: E402
+from jaxattn.models import multihead as mh  # noqa: E402
+from jaxattn.models.multihead import Arch  # noqa: E402
+from jaxattn.plots import plt  # noqa: E402
+from jaxattn.runners import online_sgd as osgd  # noqa: E402
+from jaxattn.tasks import single_location as task  # noqa: E402
+from jaxattn.theory import slm_ode, slm_risk  # noqa: E402
+
+PRIOR = priors.onehot(2, 9.0)
+H, L, B, ETA = 2, 4, 4, 4.0  # SGD: batch B at eta; the ODE runs at eta / B = 1
+SEEDS = {250: 24, 500: 24, 1000: 16, 2000: 8, 4000: 4, 10000: 2}
+ODE_DS = [250, 500, 1000, 2000, 4000, 10000, 100_000, 1_000_000]
+N_ODE = 32
+T_CAP, DT_OBS = 80.0, 0.5
+FIG = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_escape_time_large_D")
+
+
+def sgd_escape_times(D: int, n_seeds: int):
+    """Escape time per seed (NaN if not by T_CAP) and the wall time, by online SGD at D."""
+    cfg = slm.SLMConfig(D=D, prior=PRIOR, activation="bayes_softmax", batch_size=B)
+    axes = slm._grid(list(range(n_seeds)), H, L, ETA, 1.0)
+    scfg = osgd.SGDConfig(D=D, H_max=H, L_max=L, arch=Arch("bayes_softmax"), batch_size=B)
+    dkey = jax.random.key(cfg.directions_seed)
+    directions = task.latent_directions(jax.random.fold_in(dkey, 0), D, PRIOR.F)
+    prior = priors.astype(PRIOR, jnp.float32)
+    rps = slm.run_params(cfg, axes)
+    states = jax.jit(jax.vmap(jax.vmap(lambda r: osgd.init(scfg, r))))(rps)
+    m_of = jax.jit(lambda st: jax.vmap(jax.vmap(lambda p: mh.order_parameters(p, directions)[0]))(st.params))
+    steps_per_obs = int(round(DT_OBS * D / B))
+    esc = np.full(n_seeds, np.nan)
+    t0, step = time.perf_counter(), 0
+    while step * B / D < T_CAP and np.isnan(esc).any():
+        states = osgd.advance(scfg, directions, prior, states, rps, jnp.asarray(steps_per_obs))
+        step += steps_per_obs
+        M = np.asarray(m_of(states))[:, 0]  # (seed, head, direction)
+        split = np.abs(M[:, 0] - M[:, 1]).max(-1) > 1.0
+        esc = np.where(np.isnan(esc) & split, step * B / D, esc)
+    return esc, time.perf_counter() - t0
+
+
+def ode_escape_times(D: int, bank, t):
+    with jax.enable_x64(True):
+        y0 = slm_ode.random_initial_conditions(jax.random.fold_in(jax.random.key(7), D), H, 2, D=D, n=N_ODE)
+        args = slm_ode.ODEArgs(jnp.ones(N_ODE), jnp.ones(N_ODE), jnp.ones(N_ODE), jnp.ones((N_ODE, H), bool),
+                               jnp.ones((N_ODE, L), bool))
+        sol = slm_ode.integrate_grid(y0, args, bank, jnp.asarray(t), Arch("bayes_softmax"))
+        M = np.asarray(sol.M)
+    split = np.abs(M[..., 0, :] - M[..., 1, :]).max(-1) > 1.0
+    first = np.argmax(split, axis=-1)
+    return np.where(split.any(-1), t[first], np.nan), bool(np.all(sol.ok))
+
+
+def fit(Ds, means):
+    x, y = np.log(np.asarray(Ds, float)), np.asarray(means)
+    ok = np.isfinite(y)
+    slope, icpt = np.polyfit(x[ok], y[ok], 1)
+    return float(slope), float(icpt)
+
+
+def main(quick: bool = False):
+    seeds = {D: n for D, n in SEEDS.items() if not quick or D <= 1000}
+    ode_ds = [D for D in ODE_DS if not quick or D <= 1000]
+    res = {"sgd": {}, "ode": {}}
+    for D, n in seeds.items():
+        esc, wall = sgd_escape_times(D, n)
+        res["sgd"][D] = esc.tolist()
+        print(f"SGD D={D}: {n} seeds, escape {np.nanmean(esc):.1f} +- {np.nanstd(esc):.1f}, "
+              f"not escaped {int(np.isnan(esc).sum())}, wall {wall:.0f} s", flush=True)
+    t = np.arange(0.0, T_CAP + 1e-9, 0.25)
+    with jax.enable_x64(True):
+        bank = slm_risk.make_bank(PRIOR, L, H, n=2000)
+    for D in ode_ds:
+        esc, ok = ode_escape_times(D, bank, t)
+        res["ode"][D] = esc.tolist()
+        print(f"ODE D={D}: escape {np.nanmean(esc):.1f} +- {np.nanstd(esc):.1f} (ok {ok})", flush=True)
+
+    sD = list(seeds)
+    s_mean = [np.nanmean(res["sgd"][D]) for D in sD]
+    s_sem = [np.nanstd(res["sgd"][D]) / np.sqrt(np.isfinite(res["sgd"][D]).sum()) for D in sD]
+    o_mean = [np.nanmean(res["ode"][D]) for D in ode_ds]
+    o_sem = [np.nanstd(res["ode"][D]) / np.sqrt(np.isfinite(res["ode"][D]).sum()) for D in ode_ds]
+    slope_sgd, icpt_sgd = fit(sD, s_mean)
+    od_sim = [D for D in ode_ds if D in seeds]
+    slope_ode, _ = fit(od_sim, [o_mean[ode_ds.index(D)] for D in od_sim])
+    slope_ode_all, icpt_ode_all = fit(ode_ds, o_mean)
+    # slope of the SGD fit with its standard error (from the per-seed spread, weighted)
+    x = np.log(np.asarray(sD, float))
+    w = 1.0 / np.maximum(np.asarray(s_sem), 1e-3) ** 2
+    A = np.stack([x, np.ones_like(x)], 1)
+    cov = np.linalg.inv(A.T @ (w[:, None] * A))
+    wslope = float(np.linalg.solve(A.T @ (w[:, None] * A), A.T @ (w * np.asarray(s_mean)))[0])
+    wslope_se = float(np.sqrt(cov[0, 0]))
+
+    print("| D | seeds | escape time, SGD (mean +- sd) | escape time, ODE (32 starts, mean +- sd) |")
+    print("|---|---|---|---|")
+    for D in ode_ds:
+        o = np.asarray(res["ode"][D])
+        cell = "-"
+        if D in seeds:
+            s = np.asarray(res["sgd"][D])
+            cell = f"{np.nanmean(s):.1f} +- {np.nanstd(s):.1f}"
+        print(f"| {D} | {seeds.get(D, '-')} | {cell} | {np.nanmean(o):.1f} +- {np.nanstd(o):.1f} |")
+    print(f"slope d t_esc / d log D: SGD {slope_sgd:.2f} (weighted {wslope:.2f} +- {wslope_se:.2f}), "
+          f"ODE at the same D {slope_ode:.2f}, ODE up to 1e6 {slope_ode_all:.2f}")
+    res["slopes"] = dict(sgd=slope_sgd, sgd_weighted=wslope, sgd_weighted_se=wslope_se, ode_same_D=slope_ode,
+                         ode_all=slope_ode_all)
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    ax.errorbar(sD, s_mean, yerr=s_sem, marker="o", capsize=3, ls="none", label=f"online SGD (B = {B}, eta = {ETA:g})")
+    ax.errorbar(ode_ds, o_mean, yerr=o_sem, marker="s", capsize=3, ls="none", label="ODE, finite-D starts (eta = 1)")
+    xx = np.geomspace(min(ode_ds), max(ode_ds), 50)
+    ax.plot(xx, icpt_sgd + slope_sgd * np.log(xx), "C0--", lw=1, label=f"fit SGD: {slope_sgd:.2f} log D")
+    ax.plot(xx, icpt_ode_all + slope_ode_all * np.log(xx), "C1:", lw=1, label=f"fit ODE: {slope_ode_all:.2f} log D")
+    ax.set_xscale("log")
+    ax.set_xlabel("D")
+    ax.set_ylabel("escape time (mean +- s.e.)")
+    ax.set_title("Bayes-softmax, H = 2, one-hot F = 2, nu = 9")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    if not quick:
+        fig.savefig(FIG + ".png", dpi=120)
+        with open(FIG + ".json", "w") as fh:
+            json.dump(res, fh, indent=1)
+        print(f"figure: {os.path.relpath(FIG)}.png")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
