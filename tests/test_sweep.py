@@ -288,7 +288,7 @@ def test_example_sweep_files_are_valid():
 
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples", "*.toml")))
     models = {sweep.load_file(f).model for f in files}
-    assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld"}
+    assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld", "copy_theory"}
 
 
 def test_cli_reports_all_problems(tmp_path):
@@ -301,3 +301,27 @@ def test_cli_reports_all_problems(tmp_path):
     r = CliRunner().invoke(main, ["sweep", "run", str(f)])
     assert r.exit_code == 2
     assert "grid.init: init must be one of" in r.output and "fixed: V must be" in r.output
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_copy_theory_sweep_matches_the_theory_curves(tmp_path, attention):
+    from jaxattn.models import copy as cm
+    from jaxattn.theory import copy_phase as cph
+
+    text = f"""
+model = "copy_theory"
+[fixed]
+attention = "{attention}"
+[grid]
+L = [8, 32]
+P = {{ logspace = [50, 2000, 6] }}
+[execution]
+block = 4
+"""
+    sweep.run(sweep.parse(text), str(tmp_path / "th"))
+    ds = sweep.load(str(tmp_path / "th"))
+    curves = cph.softmax_curves if attention == "softmax" else cph.linear_curves
+    for L in (8, 32):
+        ref = curves(cm.CopyArch(L, 4, attention), ds.P.values)
+        for v in ("prev_weight", "test_error", "S"):
+            np.testing.assert_allclose(ds[v].sel(L=L).values, ref[v], rtol=1e-8, atol=1e-10, err_msg=f"{v} L={L}")

@@ -234,3 +234,79 @@ def _sgld_bytes(static: SGLDStatic) -> int:
 
 COPY_SGLD = Model("copy_sgld", "copy task, SGLD posterior chains (jaxattn.copy.sample)", _sgld_validate,
                   _sgld_setup, _sgld_params, _sgld_block, _sgld_layout, _sgld_bytes, SGLD_POINT)
+
+
+# --- theory ----------------------------------------------------------------------------------------
+# The reduced effective action's minima (jaxattn.theory.copy_phase) at every grid point; L, V and
+# the hyper-parameters are traced numbers there, so they are axes like P (one compile per sweep).
+
+THEORY_POINT = {"P": 200.0, "L": 32.0, "V": 4.0, "N": 1.0, "beta": 1.0, "omega": 1.0, "sigma_G2": 1.0}
+THEORY_FIXED = {"attention": "softmax", "linear_norm": "L", "cyclic": True}
+_THEORY_CHECKS = {
+    "P": lambda v: _checks.positive("P", v), "L": lambda v: _checks.integer("L", v, 2),
+    "V": lambda v: _checks.integer("V", v, 2), "N": lambda v: _checks.positive("N", v),
+    "beta": lambda v: _checks.positive("beta", v), "omega": lambda v: _checks.positive("omega", v),
+    "sigma_G2": lambda v: _checks.positive("sigma_G2", v)}
+
+
+class TheoryStatic(NamedTuple):
+    attention: str
+    linear_norm: str
+    cyclic: bool
+
+
+def _theory_validate(fixed, axes):
+    def build(f):
+        _choice("attention", ("softmax", "linear"))(f.get("attention", "softmax"))
+        _choice("linear_norm", ("L", "none"))(f.get("linear_norm", "L"))
+    problems = _check_fields(fixed, {**THEORY_FIXED, **THEORY_POINT})
+    if not problems:
+        try:
+            build(fixed)
+        except ValueError as err:
+            problems.append(f"fixed: {err}")
+    return problems + _axis_problems(axes, fixed, _THEORY_CHECKS)
+
+
+def _theory_setup(fixed, axes):
+    f = {**THEORY_FIXED, **{k: fixed[k] for k in THEORY_FIXED if k in fixed}}
+    return TheoryStatic(f["attention"], f["linear_norm"], bool(f["cyclic"])), {}
+
+
+def _theory_params(static, points):
+    n = len(next(iter(points.values())))
+    return {k: jnp.asarray(points.get(k, [THEORY_POINT[k]] * n), jnp.float64) for k in THEORY_POINT}
+
+
+def _theory_block(static: TheoryStatic, shared, p):
+    from jaxattn.theory import copy_action as ca
+    from jaxattn.theory import copy_phase as cph
+
+    def one(p):
+        L = p["L"]
+        n_pos = L if static.cyclic else L - 1.0
+        g = L if (static.attention == "linear" and static.linear_norm == "L") else jnp.ones_like(L)
+        h = ca.CopyHyper(L, p["V"], p["beta"], p["omega"], p["sigma_G2"], p["N"], n_pos, g)
+        if static.attention == "softmax":
+            m = cph.softmax_minima(p["P"], h)
+            st, _ = ca.softmax_stats(m.c, h)
+            out = dict(c_G=m.c, c_G_uniform=m.c_lo, c_G_copy=m.c_hi, n_minima=m.n_minima)
+        else:
+            m = cph.linear_minimum(p["P"], h)
+            st, _ = ca.linear_stats(m.a1, m.aG, h)
+            out = dict(a1=m.a1, aG=m.aG)
+        out.update(S=m.S, prev_weight=st.s / h.n_pos, test_error=ca.test_error(st, p["P"], h))
+        out["diverged"] = ~jnp.isfinite(m.S)
+        return out
+
+    return jax.vmap(one)(p)
+
+
+def _theory_layout(static: TheoryStatic):
+    names = ("c_G", "c_G_uniform", "c_G_copy", "n_minima") if static.attention == "softmax" else ("a1", "aG")
+    return Layout({k: () for k in names + ("S", "prev_weight", "test_error", "diverged")}, {})
+
+
+COPY_THEORY = Model("copy_theory", "copy task, minima of the reduced effective action (jaxattn.theory.copy_phase)",
+                    _theory_validate, _theory_setup, _theory_params, _theory_block, _theory_layout,
+                    lambda static: 8 * 400 * 8, THEORY_POINT, x64=True)

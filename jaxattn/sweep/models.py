@@ -106,7 +106,7 @@ def _values(static_defaults: dict, fixed: dict, axes: dict, name: str) -> list:
 
 # --- the registry ----------------------------------------------------------------------------
 
-from jaxattn.sweep.copy_models import COPY_ADAM, COPY_SGLD  # noqa: E402
+from jaxattn.sweep.copy_models import COPY_ADAM, COPY_SGLD, COPY_THEORY  # noqa: E402
 from jaxattn.sweep.slm_models import SLM_ODE, SLM_SGD  # noqa: E402
 
-MODELS: dict[str, Model] = {m.name: m for m in (SLM_SGD, SLM_ODE, COPY_ADAM, COPY_SGLD)}
+MODELS: dict[str, Model] = {m.name: m for m in (SLM_SGD, SLM_ODE, COPY_ADAM, COPY_SGLD, COPY_THEORY)}
