@@ -47,7 +47,8 @@ chunk_size = {chunk}
 
 def one(n: int, args, root: str) -> dict:
     devs = jax.local_devices()
-    block = max(1, min(n, args.block))
+    # a block per device where the grid is small (no padding), else blocks of args.block
+    block = max(1, min(-(-n // len(devs)), args.block))
     unit = block * len(devs)
     chunk = -(-n // unit) * unit  # the whole grid in one chunk
     s = sweep.parse(TEMPLATE.format(D=args.D, t_max=args.t_max, L=args.L, H=args.H, n=n, block=block, chunk=chunk))
