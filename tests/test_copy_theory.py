@@ -111,7 +111,8 @@ def test_theory_against_adam_filtered_to_global_minima():
 
 
 def test_theory_against_sgld_tempered():
-    """N = 20, P = 150 and 1000 (P* = 334 at N = 20): posterior means from both starts."""
+    """N = 20, P = 150 and 1000 (at N = 20: P* = 330, spinodals 310 and 375): posterior means from
+    both starts."""
     s = cp.sample(cp.CopyConfig(L=32, V=4), cp.SGLDConfig(N=20.0, n_chains=8, n_steps=2000, burn_in=2000),
                   P=[150, 1000])
     summ = cp.posterior_summary(s)
