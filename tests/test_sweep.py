@@ -117,6 +117,7 @@ def test_one_compile_per_sweep_resume_and_extend(tmp_path):
     assert st["pending"] == [] and st["failed"] == {} and len(st["done"]) == 5
 
 
+@pytest.mark.slow
 def test_diverged_points_listed(tmp_path):
     s = sweep.parse(TINY.replace("eta = { logspace = [0.2, 1.0, 2] }", "eta = [0.2, 1e6]")
                     .replace("seed = { range = [0, 3] }", "seed = [0]").replace("D = 32", "D = 32\nactivation = 'linear'"))
@@ -217,6 +218,7 @@ block = 4
     np.testing.assert_array_equal(sw["copy_basin"].values, ref["copy_basin"].transpose(*sw["copy_basin"].dims).values)
 
 
+@pytest.mark.slow
 def test_slm_ode_sweep_matches_direct_integration(tmp_path):
     import jax
     import jax.numpy as jnp
@@ -256,6 +258,7 @@ block = 2
     assert float(np.abs(q.sel(noise=1) - q.sel(noise=0)).max()) > 1e-3
 
 
+@pytest.mark.slow
 def test_copy_sgld_sweep_chains_do_not_depend_on_the_grid(tmp_path):
     text = """
 model = "copy_sgld"
