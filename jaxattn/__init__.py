@@ -9,7 +9,10 @@ The public API, by layer (see ``docs/architecture.md``):
 - runners: :func:`online_sgd` (an ``(init, step)`` pair), grids with :func:`train`;
 - theory: :func:`risk` on a :func:`make_bank` of draws, :func:`bayes_risk`, :func:`posterior`,
   :func:`bayes_estimator`, :func:`prune_greedy`;
-- results: :func:`save`, :func:`load`.
+- copy task: :class:`CopyConfig`, :func:`full_batch` (Adam), :func:`sgld`, :func:`global_minimum`;
+  its theory: :func:`exact_action`, :func:`reduced_action`, :func:`theory_summary` (``P*``, onsets);
+- results: :func:`save`, :func:`load`; sweeps: :mod:`jaxattn.sweep` (grids from a TOML file,
+  chunked, resumable, sharded).
 """
 
 __version__ = "0.1.0"
@@ -33,6 +36,12 @@ from jaxattn.copy_nuts import nuts_reference
 from jaxattn.models.copy import CopyArch, CopyParams
 from jaxattn.runners.full_batch import full_batch
 from jaxattn.runners.sgld import sgld
+from jaxattn.theory.copy_action import CopyHyper, exact_action, linear_action, reduced_action, softmax_action
+from jaxattn.theory.copy_phase import (linear_minimum, linear_onsets, p_star_closed_form, softmax_critical_point,
+                                       softmax_phase_diagram, softmax_transition, theory_summary)
+
+# --- sweeps (both models) ---
+from jaxattn import sweep
 
 __all__ = [
     "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RunParams", "SGDConfig",
@@ -43,4 +52,10 @@ __all__ = [
     # copy task (Spec B)
     "CopyArch", "CopyConfig", "CopyParams", "SGLDConfig", "full_batch", "global_minimum", "nuts_reference",
     "posterior_summary", "sgld",
+    # copy-head theory (Spec B)
+    "CopyHyper", "exact_action", "linear_action", "linear_minimum", "linear_onsets", "p_star_closed_form",
+    "reduced_action", "softmax_action", "softmax_critical_point", "softmax_phase_diagram", "softmax_transition",
+    "theory_summary",
+    # sweeps
+    "sweep",
 ]

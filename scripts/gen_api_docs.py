@@ -18,7 +18,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
-EXTRA_MODULES = ["jaxattn.attention", "jaxattn.theory.slm_ode", "jaxattn.contrib.flax_nnx"]
+EXTRA_MODULES = ["jaxattn.attention", "jaxattn.theory.slm_ode", "jaxattn.contrib.flax_nnx", "jaxattn.sweep.spec",
+                 "jaxattn.sweep.engine", "jaxattn.sweep.store"]
 
 HEADER = """# API reference
 

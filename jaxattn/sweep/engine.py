@@ -1,13 +1,14 @@
 """Running a sweep: plan chunks, compute each on a mesh of devices, store it as it finishes.
 
 The flat grid is cut into *chunks* of a fixed number of points (sized to a memory budget), each
-chunk into *blocks* of ``block`` points. One compiled program computes a chunk: ``shard_map``
-over a 1-D mesh of the local devices gives each device whole blocks, and ``lax.map`` walks its
-blocks, the model's ``block`` function computing one block (vmapped inside). Every block is thus
-computed by the same per-block program whatever the chunk size or the number of devices, and the
-numbers of a point depend on nothing but its values and its block's: a sweep gives the same bits
-on one device or four, with any chunk size (for a fixed ``block``). All chunks are padded to the
-same size, so a sweep compiles once per model.
+chunk into *blocks* of ``block`` points. A chunk is placed over a 1-D ``jax.sharding.Mesh`` of
+the local devices (``NamedSharding``; each device gets whole blocks), and every device runs one
+compiled program on its shard: a loop over its blocks, the model's ``block`` function computing
+one block (vmapped inside). That program is compiled without SPMD partitioning and dispatched to
+each shard, as ``pmap`` does, so every block is computed by the same code whatever the chunk
+size or the number of devices, and the numbers of a point depend on nothing but its values and
+its block's: a sweep gives the same bits on one device or four, with any chunk size (for a fixed
+``block``). All chunks are padded to the same size, so a sweep traces once per model.
 
 On several hosts (``jax.distributed.initialize()`` called first, e.g. ``--distributed`` on the
 command line), process ``i`` of ``n`` takes chunks ``i, i + n, ...`` and computes them on its own
@@ -43,6 +44,9 @@ class SweepChanged(RuntimeError):
 
 @dataclass(frozen=True)
 class Report:
+    """What a call of :func:`run` did: chunk ids computed, skipped (finished before) and failed
+    (with their errors), the chunk size in points, the devices used and the wall time."""
+
     out: str
     n_chunks: int
     computed: tuple[int, ...]
