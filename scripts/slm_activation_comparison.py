@@ -15,7 +15,10 @@ support.
    t = 200, 2 seeds, the H grid one compile per activation) and the ODE to t = T_ODE from 4 random
    starts (H padded to 5 and masked, one compile per activation).
 
-Run:  python scripts/slm_activation_comparison.py    (about 10 minutes on 2 cores)
+Run:  python scripts/slm_activation_comparison.py
+      (part 1 takes about 3 minutes on 2 cores. Parts 2 and 3 had not finished after 6 minutes
+      on a shared 2-core machine, because the softmax-1 ODE solves are stiff; they have not yet
+      been run to the end. T_ODE=... shortens them.)
 Writes docs/figures/slm_activation_comparison.png, docs/figures/slm_activation_vs_H.png and
 prints markdown tables.
 """
@@ -44,6 +47,7 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_acti
 OUT_H = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_activation_vs_H.png")
 T_ODE = float(os.environ.get("T_ODE", 2000.0))
 N_RAND = 4
+MAX_STEPS = 20_000  # per solve; a stiff point past it is reported as failed (softmax-1 gets stiff)
 HS = [1, 2, 3, 4, 5]
 PRIOR_H = priors.onehot(3, 9.0)
 
@@ -55,7 +59,7 @@ def ode_final(prior, L, H_max, y0, signal, head_mask, act):
                            jnp.ones((n, L), bool))
     bank = slm_risk.make_bank(prior, L, H_max, n=1000)
     ts = jnp.asarray([0.0, T_ODE / 10, T_ODE])
-    sol = slm_ode.integrate_grid(y0, args, bank, ts, Arch(act), max_steps=200_000)
+    sol = slm_ode.integrate_grid(y0, args, bank, ts, Arch(act), max_steps=MAX_STEPS)
     return jax.tree_util.tree_map(np.asarray, sol)
 
 
