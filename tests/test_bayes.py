@@ -48,6 +48,7 @@ def test_oracle_bayes_softmax_is_the_bayes_estimator():
         )
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_oracle_reaches_bayes_risk_in_theory_and_simulation(x64):
     prior = priors.onehot(2, 9.0)
     br = bayes_risk(prior, 4, n=400_000)

@@ -1,6 +1,7 @@
 """SGLD on exp(-N U): the kernel against blackjax.sgld, against a NUTS reference (float64), and
 divergence flagged (Spec B, section 4)."""
 
+import pytest
 import blackjax
 import jax
 import jax.numpy as jnp
@@ -79,6 +80,7 @@ def test_per_block_sgld_matches_blackjax_in_distribution():
         assert abs(va - vb) < 0.15 * vb, (k, va, vb)
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_sgld_agrees_with_nuts_on_small_case():
     """L = 4, V = 2, P = 16, N = 1. Measured: prev_weight 0.287 +- 0.0015 (NUTS) against
     0.290 +- 0.0036 (SGLD), U 13.32 +- 0.08 against 13.34 +- 0.07."""

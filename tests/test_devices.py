@@ -1,6 +1,7 @@
 """A grid sharded over several (forced host) devices gives the numbers of one device, to float
 rounding."""
 
+import pytest
 import json
 import subprocess
 import sys
@@ -23,6 +24,7 @@ print(json.dumps({"n_devices": len(jax.local_devices()), "one": out[1], "four": 
 """
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_sharded_grid_equals_single_device():
     res = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

@@ -66,6 +66,7 @@ def test_noise_term_matters_at_large_eta_only(x64):
     assert dev[0.05] < 0.01 and dev[2.0] > 0.1 and dev[2.0] > 10 * dev[0.05], dev
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     prior = priors.onehot(2, 9.0)
     bank = slm_risk.make_bank(prior, 4, 2, n=1500)
