@@ -3,11 +3,14 @@
 import pathlib
 import re
 
+import pytest
+
 from jaxattn import attention
 
 DOC = pathlib.Path(__file__).parents[1] / "docs" / "extend.md"
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_extend_doc_example_runs(tmp_path, monkeypatch):
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     assert len(blocks) >= 4

@@ -34,6 +34,7 @@ def final(ds, var):
     return ds[var].isel(H=0, L=0, eta=0, signal=0, time=-1).values
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_bayes_softmax_reaches_bayes_risk_and_specialises(trained, risk_bayes):
     err = final(trained["bayes_softmax"], "error")
     assert np.all(err < 1.15 * risk_bayes), (err, risk_bayes)
@@ -45,12 +46,14 @@ def test_bayes_softmax_reaches_bayes_risk_and_specialises(trained, risk_bayes):
         assert np.all(np.abs(M[[0, 1], 1 - top]) < 0.5)
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_softmax_and_softmax1_end_clearly_above(trained):
     b = final(trained["bayes_softmax"], "error")
     for act in ("softmax", "softmax1"):
         assert np.all(final(trained[act], "error") > 1.5 * b.max()), act
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_error_decreases_from_initialisation(trained):
     e = trained["bayes_softmax"]["error"].isel(H=0, L=0, eta=0, signal=0).values
     assert np.all(e[:, -1] < 0.2 * e[:, 0])

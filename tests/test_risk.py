@@ -23,6 +23,7 @@ def random_order_parameters(seed):
     return M, Q, b
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_risk_matches_simulation_at_D_1000(x64, activation):
     prior = priors.onehot(F, 4.0)

@@ -192,6 +192,7 @@ def test_kill_and_resume(tmp_path):
     assert not [p for p in os.listdir(chunks) if ".tmp-" in p]
 
 
+@pytest.mark.slow  # long; CI runs it with the slow checks
 def test_copy_adam_sweep_matches_copy_train(tmp_path):
     from jaxattn import copy as cp
 
