@@ -100,7 +100,7 @@ def _run_sharded(local, shared: dict, params, sharding: NamedSharding):
     """Run ``local`` on every device's shard of ``params`` (placed by ``sharding``) and return
     the outputs as arrays with the same sharding.
 
-    The per-device program is compiled once without SPMD partitioning and dispatched to each
+    The per-device program is traced once, compiled (per device) without SPMD partitioning, and sent to each
     device's shard (asynchronously, so the devices run concurrently), the way ``pmap`` does it.
     XLA compiles a partitioned CPU program with other fusions than an unpartitioned one, and the
     two differ in the last bit; one unpartitioned program is what makes a sweep's numbers the
@@ -113,12 +113,11 @@ def _run_sharded(local, shared: dict, params, sharding: NamedSharding):
         dev = shard0.device
         local_params = treedef.unflatten([x.addressable_shards[k].data for x in leaves])
         n_local = jax.device_put(jnp.int32(shard0.data.shape[0]), dev)
-        outs.append((shard0.index, local(shared[dev], local_params, n_local)))
+        outs.append(local(shared[dev], local_params, n_local))
     n_total = leaves[0].shape[0]
-    first = outs[0][1]
     return tree.tree_map(
         lambda *xs: jax.make_array_from_single_device_arrays((n_total,) + xs[0].shape[1:], sharding, list(xs)),
-        *[o for _, o in outs]) if first is not None else None
+        *outs)
 
 
 def _plan(sweep: Sweep, out: str, n_per_chunk: int, extend: bool) -> dict:
