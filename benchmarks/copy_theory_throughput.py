@@ -128,11 +128,11 @@ def jax_diagram(Ls, Vs, x, sharded: bool):
 
 
 def main():
+    global N_C
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--n-c", type=int, default=N_C, help="c_G grid points (both implementations)")
     a = ap.parse_args()
-    global N_C
     N_C = a.n_c
     nL, nV, nP = (4, 2, 40) if a.quick else (16, 8, 400)
     Ls = np.unique(np.round(np.geomspace(16, 512, nL)).astype(int))
