@@ -7,7 +7,7 @@ The public API, by layer (see ``docs/architecture.md``):
   (:mod:`jaxattn.tasks.single_location`);
 - models: :class:`MultiHead`, :class:`Arch`;
 - runners: :func:`online_sgd` (an ``(init, step)`` pair), grids with :func:`train`;
-- theory: :func:`risk` on a :func:`make_bank` of draws, :func:`bayes_risk`, :func:`posterior`,
+- theory: :func:`risk` on a :func:`make_bank` of draws, its minima (:func:`minimise_risk`), :func:`bayes_risk`, :func:`posterior`,
   :func:`bayes_estimator`, :func:`prune_greedy`;
 - copy task: :class:`CopyConfig`, :func:`full_batch` (Adam), :func:`sgld`, :func:`global_minimum`;
   its theory: :func:`exact_action`, :func:`reduced_action`, :func:`theory_summary` (``P*``, onsets);
@@ -28,7 +28,7 @@ from jaxattn.runners.online_sgd import RunParams, SGDConfig, SGDState, online_sg
 from jaxattn.slm import SLMConfig, measure_error, train
 from jaxattn.tasks import single_location
 from jaxattn.theory.slm_bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
-from jaxattn.theory.slm_risk import Bank, make_bank, risk
+from jaxattn.theory.slm_risk import Bank, RiskMinimum, make_bank, minimise_risk, risk
 
 # --- copy task (Spec B) ---
 from jaxattn.copy import CopyConfig, SGLDConfig, global_minimum, posterior_summary
@@ -44,9 +44,9 @@ from jaxattn.theory.copy_phase import (linear_minimum, linear_onsets, p_star_clo
 from jaxattn import sweep
 
 __all__ = [
-    "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RunParams", "SGDConfig",
+    "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RiskMinimum", "RunParams", "SGDConfig",
     "SGDState", "SLMConfig", "attention_weights", "bayes_estimator", "bayes_risk", "discrete",
-    "flipped_spike", "gaussian", "load", "make_bank", "measure_error", "onehot", "online_sgd",
+    "flipped_spike", "gaussian", "load", "make_bank", "measure_error", "minimise_risk", "onehot", "online_sgd",
     "position_weights", "posterior", "prefix_mask", "priors", "prune_greedy", "risk", "save", "shard_streams",
     "single_location", "train", "use_cpu_cores",
     # copy task (Spec B)

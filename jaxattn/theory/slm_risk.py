@@ -160,3 +160,61 @@ def risk_terms(
 def risk(M, Q, b, bank: Bank, activation: str, aggregation=None, head_mask=None, pos_mask=None):
     """``R(M, Q, b)`` (Spec A, section 3) on a fixed bank: deterministic and differentiable."""
     return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
+
+
+class RiskMinimum(NamedTuple):
+    """The end point of :func:`minimise_risk` and its risk; ``grad_norm`` is the size of the
+    gradient there (in the ``(M, A, b)`` coordinates), a convergence check."""
+
+    M: Float[Array, "H F"]
+    Q: Float[Array, "H H"]
+    b: Float[Array, " H"]
+    risk: Float[Array, ""]
+    grad_norm: Float[Array, ""]
+
+
+def minimise_risk(
+    M0: Float[Array, "H F"],
+    Q0: Float[Array, "H H"],
+    b0: Float[Array, " H"],
+    bank: Bank,
+    activation: str,
+    aggregation: str | None = None,
+    head_mask: Bool[Array, " H"] | None = None,
+    pos_mask: Bool[Array, " L"] | None = None,
+    n_steps: int = 300,
+) -> RiskMinimum:
+    """A local minimum of ``R(M, Q, b)`` reached from ``(M0, Q0, b0)`` by L-BFGS (optax).
+
+    Only ``Q >= M M^T`` is realisable by keys (``Q - M M^T`` is the Gram matrix of the keys'
+    components outside the signal directions), so the search runs on ``(M, A, b)`` with
+    ``Q = M M^T + A A^T``. This is the end point gradient flow (the noise-free ODE) converges to
+    from a nearby start, without integrating the slow and sometimes stiff approach to it (a
+    softmax-1 head switching itself off sends ``b_h -> -inf``). Jit- and vmap-friendly: vmap it
+    over starts or over banks scaled to several signal strengths."""
+    import optax  # a core dependency; imported here to keep module import light
+
+    H = M0.shape[0]
+    hm = jnp.ones(H, bool) if head_mask is None else head_mask
+
+    def f(p):
+        M, A, b = p
+        return risk(M, M @ M.T + A @ A.T, b, bank, activation, aggregation, hm, pos_mask)
+
+    R0 = Q0 - M0 @ M0.T
+    A0 = _cholesky(0.5 * (R0 + R0.T), hm) * hm[:, None]
+    params = (M0 * hm[:, None], A0, b0 * hm)
+    opt = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(f)
+
+    def step(carry, _):
+        params, state = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=f)
+        return (optax.apply_updates(params, updates), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), length=n_steps)
+    M, A, b = params
+    g = jax.grad(f)(params)
+    gn = jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(g)))
+    return RiskMinimum(M, M @ M.T + A @ A.T, b, f(params), gn)
