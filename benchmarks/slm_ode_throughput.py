@@ -157,7 +157,7 @@ def main():
         assert worst < 1e-8, worst
 
         # cost of one right-hand side per grid point: vmapped slm_ode.rhs over the grid, and NumPy
-        vrhs = jax.jit(jax.vmap(lambda y, a: slm_ode.rhs(y, a, bank, arch)))
+        vrhs = jax.jit(jax.vmap(lambda y, a: slm_ode.rhs(y, a, bank, arch, slm_ode.default_chunk())))
         jax.block_until_ready(vrhs(y0, args))
         t0 = time.perf_counter()
         for _ in range(10):
