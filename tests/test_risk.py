@@ -45,6 +45,7 @@ def test_risk_matches_simulation_at_D_1000(x64, activation):
     assert abs(mean - r) < 0.02 * r, (activation, mean, r, se)
 
 
+@pytest.mark.slow  # 20 s; keeps the default run under 10 minutes (CI runs the slow set too)
 def test_minimise_risk_reaches_the_bayes_risk_for_bayes_softmax_with_H_equal_support(x64):
     # Spec A, sec. 4: with one head per support point Bayes-softmax can equal the Bayes estimator,
     # so the lowest R is the Bayes risk (0.103 at nu = 9, spec sec. 6)
