@@ -37,8 +37,9 @@ from jaxattn.models.copy import CopyArch, CopyParams
 from jaxattn.runners.full_batch import full_batch
 from jaxattn.runners.sgld import sgld
 from jaxattn.theory.copy_action import CopyHyper, exact_action, linear_action, reduced_action, softmax_action
-from jaxattn.theory.copy_phase import (linear_minimum, linear_onsets, p_star_closed_form, softmax_critical_point,
-                                       softmax_phase_diagram, softmax_transition, theory_summary)
+from jaxattn.theory.copy_linear import linear_minimum, linear_onsets
+from jaxattn.theory.copy_phase import (p_star_closed_form, softmax_critical_point, softmax_phase_diagram,
+                                       softmax_transition, theory_summary)
 
 # --- sweeps (both models) ---
 from jaxattn import sweep
