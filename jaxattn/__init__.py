@@ -7,8 +7,8 @@ The public API, by layer (see ``docs/architecture.md``):
   (:mod:`jaxattn.tasks.single_location`);
 - models: :class:`MultiHead`, :class:`Arch`;
 - runners: :func:`online_sgd` (an ``(init, step)`` pair), grids with :func:`train`;
-- theory: :func:`risk` on a :func:`make_bank` of draws, its minima (:func:`minimise_risk`), :func:`bayes_risk`, :func:`posterior`,
-  :func:`bayes_estimator`, :func:`prune_greedy`;
+- theory: :func:`risk` on a :func:`make_bank` of draws, its minima (:func:`minimise_risk`),
+  :func:`bayes_risk`, :func:`posterior`, :func:`bayes_estimator`, :func:`prune_greedy`;
 - copy task: :class:`CopyConfig`, :func:`full_batch` (Adam), :func:`sgld`, :func:`global_minimum`;
   its theory: :func:`exact_action`, :func:`reduced_action`, :func:`theory_summary` (``P*``, onsets);
 - results: :func:`save`, :func:`load`; sweeps: :mod:`jaxattn.sweep` (grids from a TOML file,

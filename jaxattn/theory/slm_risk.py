@@ -22,6 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn import priors as _priors
@@ -192,8 +193,6 @@ def minimise_risk(
     from a nearby start, without integrating the slow and sometimes stiff approach to it (a
     softmax-1 head switching itself off sends ``b_h -> -inf``). Jit- and vmap-friendly: vmap it
     over starts or over banks scaled to several signal strengths."""
-    import optax  # a core dependency; imported here to keep module import light
-
     H = M0.shape[0]
     hm = jnp.ones(H, bool) if head_mask is None else head_mask
 
