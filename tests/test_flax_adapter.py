@@ -16,6 +16,7 @@ from jaxattn.models import multihead as mh  # noqa: E402
 from jaxattn.tasks import single_location as slm  # noqa: E402
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_layer_is_the_single_location_network(activation):
     """With its weights set from a MultiHead (query = the keys k_h, key and value projections the

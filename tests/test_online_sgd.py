@@ -85,6 +85,7 @@ def point(ds):
 GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 @pytest.mark.parametrize("share", [True, False])
 def test_grid_compiles_once_and_points_do_not_depend_on_the_grid(share):
     # D = 37 is used by no other test, so this grid's compile is counted from scratch
@@ -121,6 +122,7 @@ def test_shared_stream_gives_paired_runs():
     np.testing.assert_allclose(d[1], 2 * d[0], rtol=0.05, atol=1e-5)
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 def test_divergent_run_is_flagged_and_does_not_poison_the_grid():
     config = slm.SLMConfig(D=50, t_max=5.0, n_records=3, n_test=64, activation="linear")
     ds = slm.train(config, seed=0, H=2, L=4, eta=[0.2, 1e6])

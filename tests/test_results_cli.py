@@ -3,12 +3,14 @@
 import json
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 from jaxattn import results, slm
 from jaxattn.cli import main
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 def test_dataset_roundtrip(tmp_path):
     ds = slm.train(slm.SLMConfig(D=30, t_max=1.0, n_records=2, n_test=16), seed=[0, 1], H=[1, 2])
     path = results.save(ds, tmp_path / "sub" / "r.nc")
@@ -29,6 +31,7 @@ def test_cli_bayes_risk_json():
     assert abs(d["bayes_risk"] - 0.103) < 0.006
 
 
+@pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 def test_cli_train_and_prune(tmp_path):
     nc, png = str(tmp_path / "r.nc"), str(tmp_path / "r.png")
     out = CliRunner().invoke(main, ["slm", "train", "--D", "40", "--t-max", "2", "--seeds", "2", "--H", "2,3",
