@@ -21,7 +21,7 @@ support.
    compile per activation): the minima of R as in 2, and online SGD (D = 200, eta = 1, t = 200,
    2 seeds, the H grid one compile per activation).
 
-Run:  python scripts/slm_activation_comparison.py     (about 6 minutes on 2 cores)
+Run:  python scripts/slm_activation_comparison.py     (about 10 minutes on 2 cores)
 Writes docs/figures/slm_activation_comparison.png, docs/figures/slm_activation_vs_H.png and
 prints markdown tables.
 """
@@ -54,14 +54,12 @@ HS = [1, 2, 3, 4, 5]
 NU_H = 9.0
 ONEHOT = priors.onehot(2, 1.0)
 SIGNED = priors.discrete([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
-SUPPORT = {id(ONEHOT): np.eye(2), id(SIGNED): np.asarray(SIGNED.support)}
 
 
 def starts(H, F, support, n_rand, key):
     """Initial (M, Q, b): head h on support point h (random beyond the support), then n_rand
     random starts with M ~ N(0, 0.3^2) and Q = M M^T + 0.25 I. M is in units of the signal."""
-    k1, k2 = jax.random.split(key)
-    M_rand = 0.3 * np.asarray(jax.random.normal(k1, (n_rand + 1, H, F)))
+    M_rand = 0.3 * np.asarray(jax.random.normal(jax.random.split(key)[0], (n_rand + 1, H, F)))
     M_sup = M_rand[0].copy()
     k = min(H, len(support))
     M_sup[:k] = 0.8 * support[:k]
@@ -119,7 +117,7 @@ def main():
     ends, gmax = {}, 0.0
     with jax.enable_x64(True):
         for name, prior, H in (("onehot", ONEHOT, 2), ("signed", SIGNED, 4)):
-            M0, Q0, b0 = starts(H, 2, SUPPORT[id(prior)], N_RAND, jax.random.key(1))
+            M0, Q0, b0 = starts(H, 2, np.asarray(prior.support), N_RAND, jax.random.key(1))
             masks = np.ones((len(NUS), H), bool)
             for act in ACTS:
                 r, M, g = minima(prior, H, act, np.sqrt(NUS), M0, Q0, b0, masks)
@@ -163,7 +161,7 @@ def main():
         ds = slm.train(cfg, seed=[0, 1], H=HS, L=L, eta=1.0, signal=sig)
         sgd_H[act] = ds["error"].isel(L=0, eta=0, signal=0, time=-1).values  # (seed, H)
     with jax.enable_x64(True):
-        M0, Q0, b0 = starts(Hm, 2, SUPPORT[id(SIGNED)], N_RAND, jax.random.key(2))
+        M0, Q0, b0 = starts(Hm, 2, np.asarray(SIGNED.support), N_RAND, jax.random.key(2))
         for act in ACTS:
             end_H[act] = minima(SIGNED, Hm, act, np.full(len(HS), sig), M0, Q0, b0, masks)[0]
         br_H = bayes_risk(priors.discrete(sig * np.asarray(SIGNED.support)), L, n=200_000).risk

@@ -214,6 +214,6 @@ def minimise_risk(
 
     (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), length=n_steps)
     M, A, b = params
-    g = jax.grad(f)(params)
+    value, g = jax.value_and_grad(f)(params)
     gn = jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(g)))
-    return RiskMinimum(M, M @ M.T + A @ A.T, b, f(params), gn)
+    return RiskMinimum(M, M @ M.T + A @ A.T, b, value, gn)
