@@ -38,10 +38,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.optimize  # noqa: E402
 
-from jaxattn.devices import shard_streams  # noqa: E402
-from jaxattn.models.copy import CopyArch  # noqa: E402
-from jaxattn.theory import copy_action as ca  # noqa: E402
-from jaxattn.theory import copy_phase as cph  # noqa: E402
+from jaxattn.core.devices import shard_streams  # noqa: E402
+from jaxattn.copyhead.network import CopyArch  # noqa: E402
+from jaxattn.copyhead import action as ca  # noqa: E402
+from jaxattn.copyhead import softmax as cph  # noqa: E402
 
 N_C = 1024
 N_BISECT = 40

@@ -35,8 +35,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import copy as cp  # noqa: E402
-from jaxattn.tasks import copy as task  # noqa: E402
+from jaxattn import copyhead as cp  # noqa: E402
+from jaxattn.copyhead import task  # noqa: E402
 
 L, V = 32, 4
 
@@ -115,7 +115,7 @@ def sgld_rates(P, n_chains, n_steps):
 def noise_only_rate(n_chains, n_steps):
     """The bound SGLD cannot beat: each chain only draws its Langevin noise (``L^2 + V^2`` normals
     a step, the same generator, key schedule and chain sharding as ``copy.sample``)."""
-    from jaxattn.devices import shard_streams
+    from jaxattn.core.devices import shard_streams
 
     keys = shard_streams(jax.random.split(jax.random.key(0), n_chains))
     n = L * L + V * V

@@ -36,10 +36,10 @@ import scipy
 from scipy.integrate import solve_ivp
 
 from jaxattn import priors
-from jaxattn.devices import shard_streams
-from jaxattn.models.multihead import Arch
-from jaxattn.theory import slm_ode
-from jaxattn.theory.slm_risk import make_bank
+from jaxattn.core.devices import shard_streams
+from jaxattn.slm.network import Arch
+from jaxattn.slm import ode as slm_ode
+from jaxattn.slm.risk import make_bank
 
 F, NU, H, L, D = 2, 4.0, 2, 4, 1000
 RTOL, ATOL = 1e-5, 1e-7

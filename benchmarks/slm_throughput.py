@@ -35,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxattn import priors
-from jaxattn.devices import shard_streams
-from jaxattn.models.multihead import Arch
-from jaxattn.runners import online_sgd as osgd
-from jaxattn.tasks import single_location as slm
+from jaxattn.core.devices import shard_streams
+from jaxattn.slm.network import Arch
+from jaxattn.slm import sgd as osgd
+from jaxattn.slm import task as slm
 
 ACT = "bayes_softmax"
 

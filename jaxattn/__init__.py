@@ -1,62 +1,57 @@
 """jaxattn: simulate the theory of attention in JAX.
 
-The public API, by layer (see ``docs/architecture.md``):
+The package is one folder per model over a shared core (``docs/architecture.md``):
 
-- primitives: :func:`attention_weights` and the priors (:func:`onehot`, :func:`discrete`,
-  :func:`flipped_spike`, :func:`gaussian`), the single-location sampler
-  (:mod:`jaxattn.tasks.single_location`);
-- models: :class:`MultiHead`, :class:`Arch`;
-- runners: :func:`online_sgd` (an ``(init, step)`` pair), grids with :func:`train`;
-- theory: :func:`risk` on a :func:`make_bank` of draws, its minima (:func:`minimise_risk`),
-  :func:`bayes_risk`, :func:`posterior`, :func:`bayes_estimator`, :func:`prune_greedy`;
-- copy task: :class:`CopyConfig`, :func:`full_batch` (Adam), :func:`sgld`, :func:`global_minimum`;
-  its theory: :func:`exact_action`, :func:`reduced_action`, :func:`theory_summary` (``P*``, onsets);
-- results: :func:`save`, :func:`load`; sweeps: :mod:`jaxattn.sweep` (grids from a TOML file,
-  chunked, resumable, sharded).
+- :mod:`jaxattn.core`: attention activations and masks, input checks, devices, divergence
+  flags, generic ``(init, step)`` kernels (full-batch optax, SGLD);
+- :mod:`jaxattn.engine`: the one grid engine (experiments, axes, in-memory runs, sweep files,
+  the resumable store);
+- :mod:`jaxattn.slm`: the single-location model (Spec A): priors, sampler, network, online SGD,
+  risk, Bayes, ODEs, pruning, and its experiments;
+- :mod:`jaxattn.copyhead`: the copy head (Spec B): task, network, Adam and SGLD grids, NUTS,
+  the effective-action theory;
+- :mod:`jaxattn.io`: :func:`save`, :func:`load`; :mod:`jaxattn.sweep`: sweeps from TOML files.
+
+The names below are the most used of each, at the top level.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-from jaxattn import priors
-from jaxattn.devices import shard_streams, use_cpu_cores
-from jaxattn.attention import ACTIVATIONS, attention_weights, position_weights, prefix_mask
-from jaxattn.models.multihead import Arch, MultiHead
-from jaxattn.priors import discrete, flipped_spike, gaussian, onehot
-from jaxattn.pruning import PruneResult, prune_greedy
-from jaxattn.results import load, save
-from jaxattn.runners.online_sgd import RunParams, SGDConfig, SGDState, online_sgd
-from jaxattn.slm import SLMConfig, measure_error, train
-from jaxattn.tasks import single_location
-from jaxattn.theory.slm_bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
-from jaxattn.theory.slm_risk import Bank, RiskMinimum, make_bank, minimise_risk, risk
-
-# --- copy task (Spec B) ---
-from jaxattn.copy import CopyConfig, SGLDConfig, global_minimum, posterior_summary
-from jaxattn.copy_nuts import nuts_reference
-from jaxattn.models.copy import CopyArch, CopyParams
-from jaxattn.runners.full_batch import full_batch
-from jaxattn.runners.sgld import sgld
-from jaxattn.theory.copy_action import CopyHyper, exact_action, linear_action, reduced_action, softmax_action
-from jaxattn.theory.copy_linear import linear_minimum, linear_onsets
-from jaxattn.theory.copy_phase import (p_star_closed_form, softmax_critical_point, softmax_phase_diagram,
-                                       softmax_transition, theory_summary)
-
-# --- sweeps (both models) ---
-from jaxattn import sweep
+from jaxattn import copyhead, core, engine, io, slm, sweep
+from jaxattn.copyhead import (CopyArch, CopyConfig, CopyHyper, CopyParams, SGLDConfig, exact_action,
+                              global_minimum, linear_action, linear_minimum, linear_onsets, nuts_reference,
+                              p_star_closed_form, posterior_summary, reduced_action, softmax_action,
+                              softmax_critical_point, softmax_phase_diagram, softmax_transition, theory_summary)
+from jaxattn.core.attention import ACTIVATIONS, attention_weights, position_weights, prefix_mask, register_activation
+from jaxattn.core.devices import shard_streams, use_cpu_cores
+from jaxattn.core.kernels.full_batch import full_batch
+from jaxattn.core.kernels.sgld import sgld
+from jaxattn.io import load, save
+from jaxattn.slm import SLMConfig, SLMODEConfig, integrate, measure_error, priors, train
+from jaxattn.slm import task as single_location
+from jaxattn.slm.bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
+from jaxattn.slm.network import Arch, MultiHead
+from jaxattn.slm.priors import discrete, flipped_spike, gaussian, onehot
+from jaxattn.slm.pruning import PruneResult, prune_greedy
+from jaxattn.slm.risk import Bank, RiskMinimum, make_bank, minimise_risk, risk
+from jaxattn.slm.sgd import RunParams, SGDConfig, SGDState, online_sgd
 
 __all__ = [
-    "ACTIVATIONS", "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RiskMinimum", "RunParams", "SGDConfig",
-    "SGDState", "SLMConfig", "attention_weights", "bayes_estimator", "bayes_risk", "discrete",
-    "flipped_spike", "gaussian", "load", "make_bank", "measure_error", "minimise_risk", "onehot", "online_sgd",
-    "position_weights", "posterior", "prefix_mask", "priors", "prune_greedy", "risk", "save", "shard_streams",
-    "single_location", "train", "use_cpu_cores",
-    # copy task (Spec B)
-    "CopyArch", "CopyConfig", "CopyParams", "SGLDConfig", "full_batch", "global_minimum", "nuts_reference",
-    "posterior_summary", "sgld",
-    # copy-head theory (Spec B)
-    "CopyHyper", "exact_action", "linear_action", "linear_minimum", "linear_onsets", "p_star_closed_form",
-    "reduced_action", "softmax_action", "softmax_critical_point", "softmax_phase_diagram", "softmax_transition",
-    "theory_summary",
-    # sweeps
-    "sweep",
+    # packages
+    "copyhead", "core", "engine", "io", "slm", "sweep",
+    # core
+    "ACTIVATIONS", "attention_weights", "full_batch", "position_weights", "prefix_mask", "register_activation",
+    "sgld", "shard_streams", "use_cpu_cores",
+    # single-location model (Spec A)
+    "Arch", "Bank", "BayesRisk", "MultiHead", "PruneResult", "RiskMinimum", "RunParams", "SGDConfig", "SGDState",
+    "SLMConfig", "SLMODEConfig", "bayes_estimator", "bayes_risk", "discrete", "flipped_spike", "gaussian",
+    "integrate", "make_bank", "measure_error", "minimise_risk", "onehot", "online_sgd", "posterior", "priors",
+    "prune_greedy", "risk", "single_location", "train",
+    # copy head (Spec B)
+    "CopyArch", "CopyConfig", "CopyHyper", "CopyParams", "SGLDConfig", "exact_action", "global_minimum",
+    "linear_action", "linear_minimum", "linear_onsets", "nuts_reference", "p_star_closed_form",
+    "posterior_summary", "reduced_action", "softmax_action", "softmax_critical_point", "softmax_phase_diagram",
+    "softmax_transition", "theory_summary",
+    # results
+    "load", "save",
 ]

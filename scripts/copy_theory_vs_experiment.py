@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from jaxattn import copy as cp
-from jaxattn.models.copy import CopyArch
+from jaxattn import copyhead as cp
+from jaxattn.copyhead.network import CopyArch
 from jaxattn.plots import plt
-from jaxattn.theory import copy_phase as cph
+from jaxattn.copyhead import softmax as cph
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_theory_vs_experiment.png")
 N_SGLD = 20.0

@@ -18,8 +18,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "api.md"
-EXTRA_MODULES = ["jaxattn.attention", "jaxattn.theory.slm_ode", "jaxattn.contrib.flax_nnx", "jaxattn.sweep.spec",
-                 "jaxattn.sweep.engine", "jaxattn.sweep.store"]
+EXTRA_MODULES = ["jaxattn.core.attention", "jaxattn.slm.ode", "jaxattn.slm.experiments", "jaxattn.copyhead.experiments",
+                 "jaxattn.contrib.flax_nnx", "jaxattn.engine.experiment", "jaxattn.engine.axes",
+                 "jaxattn.engine.run", "jaxattn.engine.sweep", "jaxattn.engine.sweepfile", "jaxattn.engine.store"]
 
 HEADER = """# API reference
 

@@ -40,8 +40,8 @@ import numpy as np  # noqa: E402
 
 from jaxattn import priors, slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.theory import slm_risk  # noqa: E402
-from jaxattn.theory.slm_bayes import bayes_risk  # noqa: E402
+from jaxattn.slm import risk as slm_risk  # noqa: E402
+from jaxattn.slm.bayes import bayes_risk  # noqa: E402
 
 NUS = [1.0, 4.0, 9.0, 16.0, 25.0]
 ACTS = ["softmax", "softmax1", "bayes_softmax"]

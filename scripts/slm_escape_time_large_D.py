@@ -34,12 +34,13 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import priors, slm  # noqa: E402
-from jaxattn.models import multihead as mh  # noqa: E402
-from jaxattn.models.multihead import Arch  # noqa: E402
+from jaxattn.slm import network as mh  # noqa: E402
+from jaxattn.slm.network import Arch  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.runners import online_sgd as osgd  # noqa: E402
-from jaxattn.tasks import single_location as task  # noqa: E402
-from jaxattn.theory import slm_ode, slm_risk  # noqa: E402
+from jaxattn.slm import sgd as osgd  # noqa: E402
+from jaxattn.slm import task  # noqa: E402
+from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import risk as slm_risk  # noqa: E402
 
 PRIOR = priors.onehot(2, 9.0)
 H, L, B, ETA = 2, 4, 4, 4.0  # SGD: batch B at eta; the ODE runs at eta / B = 1

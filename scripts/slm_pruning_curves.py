@@ -21,8 +21,8 @@ import numpy as np  # noqa: E402
 
 from jaxattn import priors, slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.pruning import prune_greedy  # noqa: E402
-from jaxattn.theory.slm_risk import make_bank  # noqa: E402
+from jaxattn.slm.pruning import prune_greedy  # noqa: E402
+from jaxattn.slm.risk import make_bank  # noqa: E402
 
 ACTS = ["softmax", "softmax1", "bayes_softmax"]
 PRIOR = priors.onehot(2, 9.0)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn.attention import ACTIVATIONS, attention_weights, prefix_mask
+from jaxattn.core.attention import ACTIVATIONS, attention_weights, prefix_mask
 
 
 def scores(seed=0, H=3, L=5, scale=2.0):

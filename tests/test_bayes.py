@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
-from jaxattn.models import multihead as mh
-from jaxattn.tasks import single_location as task
-from jaxattn.theory import slm_risk
-from jaxattn.theory.slm_bayes import bayes_estimator, bayes_risk
+from jaxattn import slm
+from jaxattn.slm import priors
+from jaxattn.slm import network as mh
+from jaxattn.slm import task
+from jaxattn.slm import risk as slm_risk
+from jaxattn.slm.bayes import bayes_estimator, bayes_risk
 
 
 @pytest.mark.parametrize("nu, expected", [(1, 0.642), (4, 0.343), (9, 0.103), (16, 0.018)])

@@ -7,11 +7,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxattn import copy as cp
-from jaxattn.copy_nuts import nuts_reference
-from jaxattn.models import copy as cm
-from jaxattn.runners import sgld as sg
-from jaxattn.tasks import copy as task
+from jaxattn import copyhead as cp
+from jaxattn.copyhead import nuts_reference
+from jaxattn.copyhead import network as cm
+from jaxattn.core.kernels import sgld as sg
+from jaxattn.copyhead import task
 
 SMALL = cp.CopyConfig(L=4, V=2)
 

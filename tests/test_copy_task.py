@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import copy as cp
-from jaxattn.models import copy as cm
-from jaxattn.tasks import copy as task
+from jaxattn import copyhead as cp
+from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import task
 
 
 def _data(n, L, V, seed=0):

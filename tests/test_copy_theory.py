@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import copy as cp
-from jaxattn.models import copy as cm
-from jaxattn.tasks import copy as task
-from jaxattn.theory import copy_action as ca
-from jaxattn.theory import copy_phase as cph
+from jaxattn import copyhead as cp
+from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import task
+from jaxattn.copyhead import action as ca
+from jaxattn.copyhead import softmax as cph
 
 EXACT = jax.jit(ca.exact_action, static_argnames="arch")
 REDUCED = jax.jit(ca.reduced_action_of_G, static_argnames="arch")
@@ -123,13 +123,18 @@ def test_theory_against_sgld_tempered():
 
 
 @pytest.mark.slow
-def test_phase_diagram_in_one_call_matches_pointwise(x64):
+def test_phase_diagram_in_one_call_matches_pointwise(x64, monkeypatch):
+    import equinox as eqx
+
     base = ca.hyper(cm.CopyArch(16, 4))
-    x = jnp.geomspace(0.2, 5.0, 60)
+    x = jnp.geomspace(0.2, 5.0, 61)  # a grid size no other test uses: this trace is the first
     Ls, Vs = jnp.array([16.0, 32.0]), jnp.array([4.0, 8.0])
-    before = cph.TRACE_COUNT["phase_diagram"]
+    counted = eqx.debug.assert_max_traces(cph.softmax_transition, max_traces=None)
+    monkeypatch.setattr(cph, "softmax_transition", counted)
     pd = cph.softmax_phase_diagram(Ls, Vs, x, base, n_c=512)
-    assert cph.TRACE_COUNT["phase_diagram"] - before == 1
+    cph.softmax_phase_diagram(Ls + 1.0, Vs, x, base, n_c=512)  # other values, same shapes: no new trace
+    assert eqx.debug.get_num_traces(counted) == 1  # one trace for the whole (L, V) grid
+    monkeypatch.undo()
     h = base._replace(L=jnp.float64(32.0), V=jnp.float64(8.0), n_pos=jnp.float64(32.0))
     tr, _ = jax.jit(cph.softmax_transition, static_argnums=2)(x * cph.p_star_closed_form(32.0, 8.0), h, 512)
     np.testing.assert_allclose(float(pd.P_star[1, 1]), float(tr.P_star), rtol=1e-9)

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jaxattn import attention
+from jaxattn.core import attention
 
 DOC = pathlib.Path(__file__).parents[1] / "docs" / "extend.md"
 

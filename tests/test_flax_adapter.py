@@ -10,10 +10,10 @@ import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
 from jaxattn import priors  # noqa: E402
-from jaxattn.attention import ACTIVATIONS  # noqa: E402
+from jaxattn.core.attention import ACTIVATIONS  # noqa: E402
 from jaxattn.contrib.flax_nnx import MultiHeadAttention  # noqa: E402
-from jaxattn.models import multihead as mh  # noqa: E402
-from jaxattn.tasks import single_location as slm  # noqa: E402
+from jaxattn.slm import network as mh  # noqa: E402
+from jaxattn.slm import task as slm  # noqa: E402
 
 
 @pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it

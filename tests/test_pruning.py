@@ -5,10 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
-from jaxattn.attention import ACTIVATIONS
-from jaxattn.pruning import prune_greedy
-from jaxattn.theory import slm_risk
+from jaxattn import slm
+from jaxattn.slm import priors
+from jaxattn.core.attention import ACTIVATIONS
+from jaxattn.slm.pruning import prune_greedy
+from jaxattn.slm import risk as slm_risk
 
 PRIOR = priors.onehot(2, 9.0)
 

@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import attention
-from jaxattn.attention import attention_weights, prefix_mask, register_activation
+from jaxattn.core import attention
+from jaxattn.core.attention import attention_weights, prefix_mask, register_activation
 
 
 def _sigmoid(scores, bias, valid):

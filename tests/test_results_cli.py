@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from jaxattn import results, slm
+from jaxattn import io as results
+from jaxattn import slm
 from jaxattn.cli import main
 
 

@@ -5,11 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
-from jaxattn.attention import ACTIVATIONS
-from jaxattn.models import multihead as mh
-from jaxattn.tasks import single_location as task
-from jaxattn.theory import slm_risk
+from jaxattn import slm
+from jaxattn.slm import priors
+from jaxattn.core.attention import ACTIVATIONS
+from jaxattn.slm import network as mh
+from jaxattn.slm import task
+from jaxattn.slm import risk as slm_risk
 
 D, L, H, F = 1000, 4, 2, 2
 
@@ -49,7 +50,7 @@ def test_risk_matches_simulation_at_D_1000(x64, activation):
 def test_minimise_risk_reaches_the_bayes_risk_for_bayes_softmax_with_H_equal_support(x64):
     # Spec A, sec. 4: with one head per support point Bayes-softmax can equal the Bayes estimator,
     # so the lowest R is the Bayes risk (0.103 at nu = 9, spec sec. 6)
-    from jaxattn.theory.slm_bayes import bayes_risk
+    from jaxattn.slm.bayes import bayes_risk
 
     prior = priors.onehot(2, 9.0)
     bank = slm_risk.make_bank(prior, L, 3, n=1000)
@@ -75,7 +76,7 @@ def test_softmax_keeps_a_floor_where_softmax1_and_bayes_softmax_do_not(x64):
     # where no single direction serves every sample: softmax's heads cannot switch off, so at
     # least half of the weight lands off the relevant token in the sign-combination arrangement
     # (error >= 1/4 + 1/12 as nu -> inf); softmax-1 heads switch off; Bayes-softmax is Bayes-optimal
-    from jaxattn.theory.slm_bayes import bayes_risk
+    from jaxattn.slm.bayes import bayes_risk
 
     support = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
     prior = priors.discrete(5.0 * support)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from jaxattn import priors
-from jaxattn.tasks import single_location as slm
+from jaxattn.slm import task as slm
 
 D, L, F, N = 400, 5, 3, 4000
 

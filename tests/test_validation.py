@@ -4,8 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
-from jaxattn.tasks import single_location as task
+from jaxattn import slm
+from jaxattn.slm import priors
+from jaxattn.slm import task
 
 
 @pytest.mark.parametrize(

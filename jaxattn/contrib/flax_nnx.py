@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jaxattn.attention import attention_weights, check_activation
+from jaxattn.core.attention import attention_weights, check_activation
 
 __all__ = ["MultiHeadAttention", "dot_product_attention"]
 

@@ -1,0 +1,126 @@
+"""What every command shares: options derived from a model's config type (one set of fields and
+defaults for the Python API, sweep files and the command line), comma-separated grid lists,
+choices that accept hyphens, ``--json`` output, and one-line errors instead of tracebacks."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import click
+
+from jaxattn.engine import config as cfgs
+
+
+class Choice(click.Choice):
+    """A choice that also accepts hyphens for underscores (``bayes-softmax``); ``options`` may be a
+    callable, evaluated when the choices are first needed (activations registered by plugins)."""
+
+    def __init__(self, options, case_sensitive: bool = True):
+        self._options = options
+        super().__init__(list(options() if callable(options) else options), case_sensitive)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value not in self.choices and value.replace("-", "_") in self.choices:
+            value = value.replace("-", "_")
+        return super().convert(value, param, ctx)
+
+
+def floats(_ctx, param, value):
+    """A comma-separated list of numbers."""
+    if value is None:
+        return None
+    try:
+        return [float(v) for v in str(value).split(",") if v.strip()]
+    except ValueError as err:
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param=param) from err
+
+
+def ints(ctx, param, value):
+    """A comma-separated list of integers."""
+    vals = floats(ctx, param, value)
+    if vals is None:
+        return None
+    if not all(float(v).is_integer() for v in vals):
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}", param=param)
+    return [int(v) for v in vals]
+
+
+def words(_ctx, _param, value):
+    """A comma-separated list of names."""
+    return None if value is None else [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def emit(obj: dict, as_json: bool) -> None:
+    """The headline numbers: one JSON object, or one ``key: value`` line each."""
+    if as_json:
+        click.echo(json.dumps(obj))
+    else:
+        for k, v in obj.items():
+            click.echo(f"{k}: {v}")
+
+
+def clean_errors(fn):
+    """Turn a ``ValueError`` from validation into a usage error naming the parameter, and a
+    missing input file into a one-line error."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except FileNotFoundError as err:
+            raise click.ClickException(str(err).strip('"')) from err
+        except ValueError as err:
+            raise click.UsageError(str(err)) from err
+
+    return wrapper
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def config_options(config_type: type, *, skip=(), choices: dict | None = None, defaults: dict | None = None):
+    """Click options for the fields of ``config_type`` (``--t-max``, ``--share-data/--no-share-data``
+    ...), with the config's defaults and help texts; fields whose metadata says ``cli=False``, and
+    those in ``skip``, are left out. ``choices`` maps a field to its options; ``defaults``
+    overrides a default for this command only."""
+    choices = choices or {}
+    defaults = defaults or {}
+
+    def decorate(fn):
+        for spec in reversed(list(cfgs.field_specs(config_type).values())):
+            cli = spec.metadata.get("cli", True)
+            if spec.name in skip or cli is False or spec.kind in ("custom", "floats"):
+                continue
+            name = cli if isinstance(cli, str) else flag(spec.name)
+            default = defaults.get(spec.name, spec.default)
+            kw = dict(default=default, help=spec.help, show_default=default is not None)
+            if spec.kind == "bool":
+                fn = click.option(f"{name}/--no-{name[2:]}", spec.name, **kw)(fn)
+                continue
+            if spec.name in choices:
+                kw["type"] = Choice(choices[spec.name])
+            else:
+                kw["type"] = {"int": int, "float": float, "str": str}[spec.kind]
+            fn = click.option(name, spec.name, **kw)(fn)
+        return fn
+
+    return decorate
+
+
+def config_from(config_type: type, options: dict, **extra):
+    """The config of a command's options (only the fields it has), validated."""
+    specs = cfgs.field_specs(config_type)
+    kw = {k: v for k, v in options.items() if k in specs}
+    kw.update(extra)
+    return config_type(**kw).validate()
+
+
+def axis_list(axis, default=None):
+    """A comma-separated grid option for an engine axis (``--H 1,2,4``)."""
+    cb = ints if axis.kind == "int" else floats if axis.kind == "float" else words
+    d = axis.default if default is None else default
+    return click.option(flag(axis.name) if axis.name.islower() else f"--{axis.name}", axis.name, callback=cb,
+                        default=",".join(str(x) for x in d) if isinstance(d, (list, tuple)) else str(d),
+                        show_default=True, help=f"{axis.help.rstrip('.')} (comma-separated list).")

@@ -1,0 +1,165 @@
+"""Command line of the copy head (Spec B): ``jaxattn copy train | sample | theory | phase-diagram``.
+
+``train`` runs full-batch Adam over a grid ``P x seeds x inits`` and reports the global minimum
+per ``P``; ``sample`` runs SGLD chains on ``exp(-N U)`` from a uniform and a copy start; ``theory``
+and ``phase-diagram`` evaluate the reduced effective action. The options are the fields of the
+configs (:mod:`jaxattn.copyhead.config`) with their defaults; every command accepts ``--json``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+import numpy as np
+
+from jaxattn.cli.common import clean_errors, config_from, config_options, emit, ints, words
+from jaxattn.copyhead.config import CopyConfig, CopyData, SGLDConfig
+from jaxattn.copyhead.network import ATTENTIONS, LINEAR_NORMS, CopyArch
+
+HEADLINE = ("prev_weight", "a1", "aG", "U", "train_error", "test_error")
+CHOICES = {"attention": ATTENTIONS, "linear_norm": LINEAR_NORMS}
+
+
+def _scalar_or_list(x, cast=float):
+    vals = [cast(v) for v in np.asarray(x).ravel()]
+    return vals[0] if len(vals) == 1 else vals
+
+
+def progress_option(fn):
+    return click.option("--progress/--no-progress", default=True, show_default=True)(fn)
+
+
+@click.group()
+def copy():
+    """The copy task (Spec B): Adam grids over P with global-minimum filtering, SGLD sampling, theory."""
+
+
+@copy.command()
+@config_options(CopyConfig, choices=CHOICES)
+@click.option("--P", "P", callback=ints, default="200,350,700", show_default=True, help="Sample sizes (list).")
+@click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1.")
+@click.option("--inits", callback=words, default="random,copy", show_default=True,
+              help="Initialisations (random, copy).")
+@progress_option
+@click.option("--out", default="results/copy_train.nc", show_default=True, help="netCDF file ('' for none).")
+@click.option("--figure", default="results/copy_train.png", show_default=True, help="PNG ('' for none).")
+@click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
+@clean_errors
+def train(P, seeds, inits, progress, out, figure, as_json, **o):
+    """Full-batch Adam on U over P x seeds x inits; report the global minimum per P."""
+    from jaxattn import io
+    from jaxattn.copyhead import experiments as ex
+    from jaxattn.copyhead.plots import copy_figure
+
+    if seeds < 1:
+        raise ValueError(f"seeds must be >= 1, got {seeds}")
+    ds = ex.train(config_from(CopyConfig, o), P=P, seed=list(range(seeds)), init=inits, progress=progress)
+    best = ex.global_minimum(ds)
+    if out:
+        io.save(ds, out)
+    if figure:
+        copy_figure(ds, path=figure)
+    head = {k: _scalar_or_list(best[k].values) for k in HEADLINE}
+    inits = ds["init"].values.tolist()
+    emit({
+        **head,
+        "P": P if len(P) > 1 else P[0],
+        "best_init": _scalar_or_list(best["best_init"].values, str),
+        "n_copy": {i: _scalar_or_list(best["n_copy"].sel(init=i), int) for i in inits},
+        "n_uniform": {i: _scalar_or_list(best["n_uniform"].sel(init=i), int) for i in inits},
+        "hysteresis": [bool(h) for h in best["hysteresis"].values] if len(P) > 1 else bool(best["hysteresis"][0]),
+        "n_runs": int(ds["U"].size),
+        "n_converged": int(ds["converged"].sum()),
+        "n_diverged": int(ds["diverged"].sum()),
+        "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+        "out": out,
+        "figure": figure,
+    }, as_json)
+
+
+@copy.command()
+@config_options(CopyData, choices=CHOICES)
+@config_options(SGLDConfig)
+@click.option("--P", "P", callback=ints, default="200,700", show_default=True, help="Sample sizes (list).")
+@click.option("--starts", callback=words, default="uniform,copy", show_default=True,
+              help="Chain starts (uniform, copy).")
+@progress_option
+@click.option("--out", default="results/copy_sample.nc", show_default=True, help="netCDF file ('' for none).")
+@click.option("--figure", default="results/copy_sample.png", show_default=True, help="PNG ('' for none).")
+@click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
+@clean_errors
+def sample(P, starts, progress, out, figure, as_json, **o):
+    """SGLD chains on exp(-N U) from uniform and copy starts; report posterior means per P."""
+    from jaxattn import io
+    from jaxattn.copyhead import experiments as ex
+    from jaxattn.copyhead.plots import copy_figure
+
+    ds = ex.sample(config_from(CopyData, o), config_from(SGLDConfig, o), P=P, start=starts, progress=progress)
+    if out:
+        io.save(ds, out)
+    if figure:
+        copy_figure(None, ds, path=figure)
+    head = {}
+    for k in HEADLINE:
+        s = ex.posterior_summary(ds, k)
+        head[k] = {st: _scalar_or_list(s["mean"].sel(start=st).values) for st in ds["start"].values.tolist()}
+        if k == "prev_weight":
+            head["prev_weight_se"] = {st: _scalar_or_list(s["se"].sel(start=st).values)
+                                      for st in ds["start"].values.tolist()}
+    first = dict(start=0, chain=0)
+    emit({**head, "P": P if len(P) > 1 else P[0], "n_chains": int(ds.sizes["chain"]),
+          "n_diverged": int(ds["diverged"].sum()), "eps_G": _scalar_or_list(ds["eps_G"].isel(first).values),
+          "eps_W": _scalar_or_list(ds["eps_W"].isel(first).values),
+          "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2), "out": out, "figure": figure}, as_json)
+
+
+# --- theory (Spec B, section 3) ------------------------------------------------------------------
+
+def _N(_ctx, param, value):
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise click.BadParameter(f"expected a number or 'inf', got {value!r}", param=param) from err
+
+
+@copy.command()
+@config_options(CopyArch, choices=CHOICES)
+@click.option("--N", "N", callback=_N, default="1", show_default=True,
+              help="Inverse temperature of exp(-N U); 'inf' gives the MAP (no Occam term).")
+@click.option("--P", "P", default=None, help="Sample sizes for the theory curves (comma-separated).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@clean_errors
+def theory(N, P, as_json, **o):
+    """Minima of the reduced action: softmax P*, spinodals and jump; linear onsets and crossover."""
+    from jaxattn.copyhead.softmax import theory_summary
+
+    Ps = None
+    if P is not None:
+        try:
+            Ps = [float(v) for v in P.split(",") if v.strip()]
+        except ValueError as err:
+            raise ValueError(f"P must be comma-separated numbers, got {P!r}") from err
+    emit(theory_summary(config_from(CopyArch, o), N, Ps), as_json)
+
+
+@copy.command("phase-diagram")
+@click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
+@click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
+@click.option("--out-dir", default="results/copy_theory", show_default=True, help="Folder of the figures.")
+@click.option("--critical/--no-critical", default=True, show_default=True,
+              help="Locate the end of the softmax first-order line (V = 4; about 30 s).")
+@click.option("--json", "as_json", is_flag=True, help="Print the fits as one JSON object.")
+@clean_errors
+def phase_diagram(L_max, n_P, out_dir, critical, as_json):
+    """Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes."""
+    from jaxattn.copyhead.plots import landscape_figure, phase_figures
+
+    if L_max < 32:
+        raise ValueError(f"L_max must be >= 32, got {L_max}")
+    if n_P < 20:
+        raise ValueError(f"n_P must be >= 20, got {n_P}")
+    fits = phase_figures(out_dir, L_max=L_max, n_P=n_P, critical=critical)
+    fits["landscape"] = landscape_figure(os.path.join(out_dir, "copy_landscape.png"))
+    emit(fits, as_json)
+

@@ -1,0 +1,196 @@
+"""The copy head's fixed parameters (Spec B): one config per experiment, each extending the
+network's :class:`~jaxattn.copyhead.network.CopyArch`, so no field is declared twice; the command
+line and sweep files read them through :mod:`jaxattn.engine.config`.
+
+- :class:`CopyConfig`: full-batch Adam (the MAP runs);
+- :class:`SGLDConfig`: the sampler alone; :class:`CopySGLDConfig`: the network and the sampler;
+- :class:`CopyTheoryConfig`: the choices of the reduced effective action.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxattn.copyhead import network as cm
+from jaxattn.core import checks
+
+
+def _h(text: str, **more) -> dict:
+    return {"help": text, **more}
+
+
+@dataclass(frozen=True)
+class CopyData(cm.CopyArch):
+    """The network plus what every copy-head simulation shares: the test set and the two kinds
+    of start.
+
+    Attributes:
+        n_test: fresh test sequences (drawn from ``test_seed``, shared by the grid).
+        copy_strength: ``c`` of the copy-biased start ``G_0 = c S`` (default: ``ln L + 2`` for
+            softmax, previous-token weight near 0.8 at ``L = 32``; ``A = S`` for linear).
+        basin_threshold: previous-token weight above which a run is in the copy basin (default
+            ``(ln L)^{1/4} / L^{3/4}``, the geometric middle of the uniform weight ``1/L`` and the
+            softmax copy minimum ``~ sqrt(ln L / L)`` of Spec B, section 3; 0.10 at ``L = 32``).
+    """
+
+    n_test: int = field(default=2000, metadata=_h("Fresh test sequences."))
+    test_seed: int = field(default=12345, metadata=_h("Seed of the test sequences."))
+    copy_strength: float | None = field(default=None, metadata=_h("c of the copy start G = c S."))
+    basin_threshold: float | None = field(default=None, metadata=_h(
+        "Previous-token weight above which a run is in the copy basin."))
+
+    @property
+    def c_copy(self) -> float:
+        if self.copy_strength is not None:
+            return float(self.copy_strength)
+        if self.attention == "softmax":
+            return math.log(self.L) + 2.0
+        return float(self.L) if self.linear_norm == "L" else 1.0
+
+    @property
+    def threshold(self) -> float:
+        if self.basin_threshold is not None:
+            return float(self.basin_threshold)
+        return math.log(self.L) ** 0.25 / self.L**0.75
+
+    def validate(self):
+        super().validate()
+        checks.integer("n_test", self.n_test, 1)
+        checks.integer("test_seed", self.test_seed, 0)
+        if self.copy_strength is not None:
+            checks.as_array("copy_strength", self.copy_strength, ndim=0)
+        if self.basin_threshold is not None:
+            checks.positive("basin_threshold", self.basin_threshold)
+        return self
+
+
+@dataclass(frozen=True)
+class CopyConfig(CopyData):
+    """Everything about a grid of copy-task Adam runs except its axes (``P``, ``seed``,
+    ``init``).
+
+    Attributes:
+        lr: Adam learning rate (cosine-decayed to ``lr * final_lr_fraction``).
+        n_steps: Adam steps.
+        sigma0: scale of the random initial logits.
+        grad_tol: a run counts as converged when ``|grad U| <= grad_tol * sqrt(1 + n L)``, the
+            gradient scale of the data term (``n`` samples).
+    """
+
+    lr: float = field(default=0.05, metadata=_h("Adam learning rate (cosine decay)."))
+    n_steps: int = field(default=2000, metadata=_h("Adam steps."))
+    final_lr_fraction: float = field(default=0.01, metadata=_h("Final learning rate over the first."))
+    sigma0: float = field(default=0.1, metadata=_h("Scale of random initial G."))
+    grad_tol: float = field(default=1e-4, metadata=_h("Converged when |grad U| <= grad_tol sqrt(1 + n L)."))
+
+    def validate(self) -> "CopyConfig":
+        super().validate()
+        checks.positive("lr", self.lr)
+        checks.integer("n_steps", self.n_steps, 1)
+        checks.positive("final_lr_fraction", self.final_lr_fraction)
+        checks.positive("sigma0", self.sigma0, allow_zero=True)
+        checks.positive("grad_tol", self.grad_tol)
+        return self
+
+
+@dataclass(frozen=True)
+class SGLDConfig:
+    """Unadjusted Langevin on ``exp(-N U)`` (Spec B, section 4).
+
+    Attributes:
+        N: inverse temperature of the posterior (``N = 1``: the plain Bayesian posterior).
+        eps_G, eps_W: step sizes of the two blocks (default: ``step_fraction`` over the block's
+            curvature scale, ``N (beta n / (L V) + 1 / sigma_G^2)`` and ``N (beta n / V + 1/omega)``).
+        n_steps: steps after burn-in; a draw is kept every ``thin`` steps.
+        n_chains: independent chains per ``(P, start)``, from ``G = 0, W = 0`` (``"uniform"``) or
+            from ``G = c S, W = I`` (``"copy"``).
+        data_seed: the data set (the same sequences as :func:`train`'s seed ``data_seed``).
+        chain_seed: seed of the chains' noise (chain ``i`` uses ``fold_in`` of it and ``i``).
+    """
+
+    N: float = field(default=1.0, metadata=_h("Inverse temperature of exp(-N U)."))
+    eps_G: float | None = field(default=None, metadata=_h("Step size of G (default: from curvature)."))
+    eps_W: float | None = field(default=None, metadata=_h("Step size of W (default: from curvature)."))
+    step_fraction: float = field(default=0.05, metadata=_h("Step size over the curvature scale."))
+    n_steps: int = field(default=4000, metadata=_h("Steps after burn-in."))
+    burn_in: int = field(default=2000, metadata=_h("Steps before the first draw."))
+    thin: int = field(default=20, metadata=_h("Steps between kept draws."))
+    n_chains: int = field(default=16, metadata=_h("Chains per (P, start).", cli="--chains"))
+    data_seed: int = field(default=0, metadata=_h("The data set."))
+    chain_seed: int = field(default=0, metadata=_h("Seed of the chains' noise."))
+
+    @property
+    def n_kept(self) -> int:
+        return self.n_steps // self.thin
+
+    def validate(self) -> "SGLDConfig":
+        checks.positive("N", self.N)
+        if self.eps_G is not None:
+            checks.positive("eps_G", self.eps_G)
+        if self.eps_W is not None:
+            checks.positive("eps_W", self.eps_W)
+        checks.positive("step_fraction", self.step_fraction)
+        checks.integer("n_steps", self.n_steps, 1)
+        checks.integer("burn_in", self.burn_in, 0)
+        checks.integer("thin", self.thin, 1)
+        if self.thin > self.n_steps:
+            raise ValueError(f"thin must be <= n_steps, got thin={self.thin}, n_steps={self.n_steps}")
+        checks.integer("n_chains", self.n_chains, 1)
+        checks.integer("data_seed", self.data_seed, 0)
+        checks.integer("chain_seed", self.chain_seed, 0)
+        return self
+
+    def step_sizes(self, arch: cm.CopyArch, n) -> cm.CopyParams:
+        """Per-block step sizes for ``n`` samples (arrays, so a ``P`` grid gets one each)."""
+        n = np.asarray(n, float)
+        eG = self.step_fraction / (self.N * (arch.beta * n / (arch.L * arch.V) + 1.0 / arch.sigma_G2))
+        eW = self.step_fraction / (self.N * (arch.beta * n / arch.V + 1.0 / arch.omega))
+        eG = np.full_like(n, self.eps_G) if self.eps_G is not None else eG
+        eW = np.full_like(n, self.eps_W) if self.eps_W is not None else eW
+        return cm.CopyParams(jnp.asarray(eG, jnp.float32), jnp.asarray(eW, jnp.float32))
+
+
+@dataclass(frozen=True)
+class CopySGLDConfig(SGLDConfig, CopyData):
+    """The network, the test set and starts (:class:`CopyData`) and the sampler
+    (:class:`SGLDConfig`) of a grid of SGLD chains (axes ``P``, ``start``, ``data_seed``,
+    ``chain``)."""
+
+    def validate(self) -> "CopySGLDConfig":
+        CopyData.validate(self)
+        SGLDConfig.validate(self)
+        return self
+
+    @classmethod
+    def of(cls, config: CopyData, sgld: SGLDConfig) -> "CopySGLDConfig":
+        """The combination of a network config and a sampler config."""
+        import dataclasses
+
+        kw = {f.name: getattr(config, f.name) for f in dataclasses.fields(CopyData)}
+        kw.update({f.name: getattr(sgld, f.name) for f in dataclasses.fields(SGLDConfig)})
+        return cls(**kw)
+
+    @property
+    def sampler(self) -> SGLDConfig:
+        import dataclasses
+
+        return SGLDConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SGLDConfig)})
+
+
+@dataclass(frozen=True)
+class CopyTheoryConfig:
+    """The static choices of the reduced effective action (Spec B, section 3); ``L``, ``V``,
+    ``P``, ``N`` and the hyper-parameters are the grid's axes."""
+
+    attention: str = field(default="softmax", metadata=_h("Attention: softmax or linear."))
+    linear_norm: str = field(default="L", metadata=_h("Linear attention A = G / L (L) or A = G (none)."))
+    cyclic: bool = field(default=True, metadata=_h("Cyclic boundary."))
+
+    def validate(self) -> "CopyTheoryConfig":
+        checks.choice("attention", self.attention, cm.ATTENTIONS)
+        checks.choice("linear_norm", self.linear_norm, cm.LINEAR_NORMS)
+        return self

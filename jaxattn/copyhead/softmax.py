@@ -1,0 +1,346 @@
+"""Minima and phase structure of the copy-head action (Spec B, section 3; ``docs/theory/copy_head.md``).
+
+Softmax: ``S(c_G)`` (:func:`jaxattn.theory.copy_action.softmax_action`) is scanned on a grid of
+``c_G``; every interior grid minimum is refined by Newton's method. Its lowest minimum (the
+uniform branch, ``c_G ~ 0``) and highest (the copy branch, ``c_G ~ (ln L + ln ln L)/2``) are
+kept (:func:`softmax_minima`). Over a grid of ``P`` (vmapped, :func:`softmax_transition`) this
+gives ``P*`` where the two exchange global rank (refined by bisection on ``S_copy - S_uniform``),
+the spinodals where one of them appears or disappears, and the jump in ``c_G`` at ``P*``. Without
+two minima there is no jump; ``P*`` is then the steepest point of the continuous crossover.
+:func:`softmax_phase_diagram` runs this over ``(L, V)`` in one jitted call;
+:func:`softmax_critical_point` finds the ``L`` where the first-order line ends (the cusp
+``S' = S'' = S''' = 0``).
+
+Linear attention (its 2-D minimum, the onsets from the Hessian at ``A = 0``, the crossover) is in
+:mod:`jaxattn.theory.copy_linear`; its names are re-exported here, and :func:`linear_curves` and
+:func:`theory_summary` cover both attentions.
+
+Public helpers run in float64 (``jax.enable_x64`` inside) and return NumPy values.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import action as ca
+from jaxattn.copyhead.linear import (LinearMinimum, LinearOnsets, kind_of, linear_scan_jit,  # noqa: F401
+                                        linear_crossover, linear_hessian_coefficients, linear_minimum,
+                                        linear_onsets, linear_scan)
+
+N_C = 1024  # c_G grid points
+P_BATCH = 8  # P values per lax.map step of a scan
+
+
+def c_grid(L, n_c: int = N_C, dtype=None) -> Float[Array, " n_c"]:
+    """``c_G`` from -2 to ``2 ln L + 4`` (the copy minimum sits near ``(ln L + ln ln L)/2``)."""
+    dtype = dtype or jnp.result_type(L, float)
+    return jnp.linspace(-2.0, 2.0 * jnp.log(L) + 4.0, n_c, dtype=dtype)
+
+
+class SoftmaxMinima(NamedTuple):
+    """Global minimum ``(c, S)`` and the lowest / highest local minima (``lo`` uniform branch,
+    ``hi`` copy branch; the same point when there is one minimum); ``n_minima`` on the grid."""
+
+    c: Float[Array, "*b"]
+    S: Float[Array, "*b"]
+    c_lo: Float[Array, "*b"]
+    S_lo: Float[Array, "*b"]
+    c_hi: Float[Array, "*b"]
+    S_hi: Float[Array, "*b"]
+    n_minima: Float[Array, "*b"]
+
+
+def _newton_min(f, x, lo, hi, n_iter: int = 10):
+    """Newton on ``f'`` from ``x`` kept inside ``[lo, hi]`` (a grid bracket of a minimum)."""
+    d1 = jax.grad(f)
+    d2 = jax.grad(d1)
+
+    def body(_, x):
+        g, H = d1(x), d2(x)
+        step = jnp.where(H > 0, g / jnp.where(H > 0, H, 1.0), jnp.sign(g) * (hi - lo) / 4)
+        return jnp.clip(x - step, lo, hi)
+
+    return jax.lax.fori_loop(0, n_iter, body, x)
+
+
+class SoftmaxGrid(NamedTuple):
+    """The ``c_G`` grid with its ``P``-independent statistics (:func:`softmax_grid`)."""
+
+    c: Float[Array, " n_c"]
+    st: ca.ActionStats
+    G2: Float[Array, " n_c"]
+
+
+def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
+    """``c_G`` grid, ``(s, q)`` and ``|G|^2`` on it: they do not depend on ``P``, so a scan over
+    ``P`` computes them once (``u = n = n_pos`` stay scalars)."""
+    cg = c_grid(h.L, n_c)
+    st, G2 = ca.softmax_stats(cg, h)
+    return SoftmaxGrid(cg, st._replace(u=h.n_pos, n=h.n_pos), G2)
+
+
+def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
+                   ) -> SoftmaxMinima:
+    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
+    grid = softmax_grid(h, n_c) if grid is None else grid
+    cg = grid.c
+    n_c = cg.shape[0]
+    y = ca.reduced_action(grid.st, grid.G2, P, h)
+    is_min = (y[1:-1] < y[:-2]) & (y[1:-1] <= y[2:])
+    idx = jnp.arange(1, n_c - 1)
+    n_min = jnp.sum(is_min)
+    i_glob = jnp.argmin(y)
+    i_lo = jnp.where(n_min > 0, jnp.min(jnp.where(is_min, idx, n_c)), i_glob)
+    i_hi = jnp.where(n_min > 0, jnp.max(jnp.where(is_min, idx, -1)), i_glob)
+    f = lambda c: ca.softmax_action(c, P, h)  # noqa: E731
+
+    def refine(i):
+        lo, hi = cg[jnp.maximum(i - 1, 0)], cg[jnp.minimum(i + 1, n_c - 1)]
+        c = _newton_min(f, cg[i], lo, hi)
+        return c, f(c)
+
+    c_lo, S_lo = refine(i_lo)
+    c_hi, S_hi = refine(i_hi)
+    take_hi = S_hi < S_lo
+    return SoftmaxMinima(jnp.where(take_hi, c_hi, c_lo), jnp.minimum(S_lo, S_hi), c_lo, S_lo, c_hi, S_hi,
+                         jnp.maximum(n_min, 1).astype(y.dtype))
+
+
+class SoftmaxTransition(NamedTuple):
+    """``P*`` (jump, or steepest crossover when ``first_order`` is false), the spinodals (lower:
+    the copy minimum appears; upper: the uniform one disappears; NaN without two minima),
+    ``c_G`` and the previous-token weight just below and above ``P*``, and ``jump = c_above -
+    c_below`` (0 when continuous)."""
+
+    P_star: Float[Array, "*b"]
+    P_spinodal_lo: Float[Array, "*b"]
+    P_spinodal_hi: Float[Array, "*b"]
+    first_order: Float[Array, "*b"]
+    c_below: Float[Array, "*b"]
+    c_above: Float[Array, "*b"]
+    a_below: Float[Array, "*b"]
+    a_above: Float[Array, "*b"]
+    jump: Float[Array, "*b"]
+
+
+def _bisect(pred, lo, hi, n_iter):
+    """Bisection in ``ln P`` for the switch of a boolean ``pred`` (``pred(lo)`` true)."""
+
+    def body(_, b):
+        lo, hi = b
+        mid = jnp.sqrt(lo * hi)
+        ok = pred(mid)
+        return jnp.where(ok, mid, lo), jnp.where(ok, hi, mid)
+
+    return jax.lax.fori_loop(0, n_iter, body, (lo, hi))
+
+
+def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
+                       ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
+    """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
+    the minima at every grid ``P``."""
+    grid = softmax_grid(h, n_c)
+    # lax.map in batches: the (batch x n_c) actions stay in cache instead of a (nP x n_c) array
+    m = jax.lax.map(lambda P: softmax_minima(P, h, grid=grid), Ps, batch_size=P_BATCH)
+    nP = Ps.shape[0]
+    two = m.n_minima >= 2
+    idx = jnp.arange(nP)
+    first_order = jnp.any(two)
+    i0 = jnp.min(jnp.where(two, idx, nP - 1))
+    i1 = jnp.max(jnp.where(two, idx, 0))
+
+    # spinodals: the first and last grid point with two minima, refined by bisection
+    has2 = lambda P: softmax_minima(P, h, grid=grid).n_minima >= 2  # noqa: E731
+    s_lo = _bisect(lambda P: ~has2(P), Ps[jnp.maximum(i0 - 1, 0)], Ps[i0], n_bisect)
+    s_hi = _bisect(has2, Ps[i1], Ps[jnp.minimum(i1 + 1, nP - 1)], n_bisect)
+    nan = jnp.full_like(Ps[0], jnp.nan)
+    spin_lo = jnp.where(first_order & (i0 > 0), jnp.sqrt(s_lo[0] * s_lo[1]), nan)
+    spin_hi = jnp.where(first_order & (i1 < nP - 1), jnp.sqrt(s_hi[0] * s_hi[1]), nan)
+
+    # P*: between the spinodals two minima coexist and S_copy - S_uniform changes sign
+    def copy_higher(P):
+        mm = softmax_minima(P, h, grid=grid)
+        return (mm.n_minima >= 2) & (mm.S_hi > mm.S_lo)
+
+    lo, hi = _bisect(copy_higher, s_lo[1], s_hi[0], n_bisect)
+    below, above = softmax_minima(lo, h, grid=grid), softmax_minima(hi, h, grid=grid)
+    # continuous: the steepest growth of c_G in ln P
+    slope = jnp.diff(m.c) / jnp.diff(jnp.log(Ps))
+    j = jnp.argmax(slope)
+    P_star = jnp.where(first_order, jnp.sqrt(lo * hi), jnp.sqrt(Ps[j] * Ps[j + 1]))
+    c_below = jnp.where(first_order, below.c_lo, m.c[j])
+    c_above = jnp.where(first_order, above.c_hi, m.c[j + 1])
+    tr = SoftmaxTransition(P_star, spin_lo, spin_hi, first_order.astype(Ps.dtype), c_below, c_above,
+                           ca.prev_weight_softmax(c_below, h.L), ca.prev_weight_softmax(c_above, h.L),
+                           jnp.where(first_order, c_above - c_below, 0.0))
+    return tr, m
+
+
+def p_star_closed_form(L, V, beta=1.0, sigma_G2=1.0, n_iter: int = 60):
+    """Spec B's reconstruction ``P* ~ (V/(V-1)) L x(x+1) / (beta sigma_G^2)`` with the fixed
+    point ``x = ln[L(x+1)]/2`` (so ``P* ~ L ln^2 L / 4``)."""
+    x = jnp.log(L) / 2
+    for _ in range(n_iter):
+        x = jnp.log(L * (x + 1)) / 2
+    return V / (V - 1) * L * x * (x + 1) / (beta * sigma_G2)
+
+
+@partial(jax.jit, static_argnames=("n_c", "n_bisect"))
+def softmax_phase_diagram(Ls: Float[Array, " nL"], Vs: Float[Array, " nV"], x: Float[Array, " nP"],
+                          base: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40) -> SoftmaxTransition:
+    """:func:`softmax_transition` for every ``(L, V)`` in one compiled call; the ``P`` grid of
+    each point is ``x`` times the closed-form ``P*`` (:func:`p_star_closed_form`). ``base``
+    supplies ``beta, omega, sigma_G2, N`` (cyclic boundary: ``n_pos = L``). Shapes ``(nL, nV)``."""
+
+    def one(L, V):
+        h = base._replace(L=L, V=V, n_pos=L)
+        Ps = x * p_star_closed_form(L, V, base.beta, base.sigma_G2)
+        return softmax_transition(Ps, h, n_c, n_bisect)[0]
+
+    return jax.vmap(lambda L: jax.vmap(lambda V: one(L, V))(Vs))(Ls)
+
+
+def _cusp(z, h):
+    """``(S', S'', S''')`` in ``c`` at ``z = (c, ln P, L)`` (all zero at the critical point)."""
+    c, lP, L = z
+    hh = h._replace(L=L, n_pos=L)
+    f = lambda c: ca.softmax_action(c, jnp.exp(lP), hh) / jnp.exp(lP)  # noqa: E731
+    d1 = jax.grad(f)
+    d2 = jax.grad(d1)
+    return jnp.stack([d1(c), d2(c), jax.grad(d2)(c)])
+
+
+class CriticalPoint(NamedTuple):
+    L: float
+    P: float
+    c: float
+    residual: float
+
+
+def softmax_critical_point(arch: cm.CopyArch, N: float = 1.0, L_bracket=(4.0, 64.0), n_P: int = 2000) -> CriticalPoint:
+    """Where the first-order line ends (cyclic boundary, real ``L``): bisection in ``L`` on
+    whether two minima coexist somewhere on a fine ``P`` grid (``n_P`` points from 0.3 to 3 times
+    the closed-form ``P*``), then Newton on the cusp conditions ``dS/dc = d2S/dc2 = d3S/dc3 = 0``
+    in ``(c, ln P, L)`` from the last first-order point. ``residual`` is the largest of the three
+    (over ``P``) there; the bisection's point is returned if Newton does not converge."""
+    with jax.enable_x64(True):
+        h0 = ca.hyper(arch, N)
+        x = jnp.geomspace(0.3, 3.0, n_P)
+
+        @jax.jit
+        def transition(L):
+            h = h0._replace(L=L, n_pos=L)
+            return softmax_transition(x * p_star_closed_form(L, h.V, h.beta, h.sigma_G2), h, 512, 30)[0]
+
+        lo, hi = L_bracket  # continuous at lo, first order at hi
+        if float(transition(jnp.float64(hi)).first_order) < 0.5 or float(transition(jnp.float64(lo)).first_order) > 0.5:
+            raise ValueError(f"L_bracket={L_bracket} does not bracket the end of the first-order line")
+        for _ in range(30):
+            mid = np.sqrt(lo * hi)
+            if float(transition(jnp.float64(mid)).first_order) > 0.5:
+                hi = mid
+            else:
+                lo = mid
+        tr = transition(jnp.float64(hi))
+        z = jnp.array([(float(tr.c_below) + float(tr.c_above)) / 2, float(np.log(tr.P_star)), hi])
+        F = jax.jit(lambda z: _cusp(z, h0))
+        J = jax.jit(jax.jacfwd(lambda z: _cusp(z, h0)))
+        zn = z
+        for _ in range(50):
+            zn = zn - jnp.linalg.solve(J(zn), F(zn))
+        res = float(jnp.max(jnp.abs(F(zn))))
+        if not (np.all(np.isfinite(np.asarray(zn))) and res < 1e-8 and lo * 0.8 < float(zn[2]) < hi * 1.2):
+            zn, res = z, float(jnp.max(jnp.abs(F(z))))
+        return CriticalPoint(float(zn[2]), float(np.exp(zn[1])), float(zn[0]), res)
+
+
+# --- summaries (NumPy / JSON) --------------------------------------------------------------------
+
+def _f(x):
+    x = float(x)
+    return None if np.isnan(x) else x
+
+
+def _bucketed(fn, Ps):
+    """``fn`` (jitted, vmapped over ``P``) on ``Ps`` padded to a power-of-two length: one compile
+    per size bucket instead of one per length."""
+    n = len(Ps)
+    m = 1 << max(0, (n - 1).bit_length())
+    out = fn(jnp.concatenate([Ps, jnp.full((m - n,), Ps[-1], Ps.dtype)]))
+    return jax.tree_util.tree_map(lambda x: x[:n], out)
+
+
+@jax.jit
+def _softmax_scan(Ps, h):
+    grid = softmax_grid(h)
+    return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
+
+
+def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
+    """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
+    and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists)."""
+    with jax.enable_x64(True):
+        h = ca.hyper(arch, N)
+        Ps = jnp.asarray(ca.check_P(P))
+        m = _bucketed(lambda x: _softmax_scan(x, h), Ps)
+        out = {"P": np.asarray(Ps), "n_minima": np.asarray(m.n_minima)}
+        for tag, c in (("", m.c), ("_uniform", m.c_lo), ("_copy", m.c_hi)):
+            st, _ = ca.softmax_stats(c, h)
+            out["c_G" + tag] = np.asarray(c)
+            out["prev_weight" + tag] = np.asarray(st.s / h.n_pos)
+            out["test_error" + tag] = np.asarray(ca.test_error(st, Ps, h))
+        out["S"] = np.asarray(m.S)
+        return out
+
+
+def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
+    """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error."""
+    with jax.enable_x64(True):
+        h = ca.hyper(arch, N)
+        Ps = jnp.asarray(ca.check_P(P))
+        m = _bucketed(lambda x: linear_scan_jit(x, h), Ps)
+        st, _ = ca.linear_stats(m.a1, m.aG, h)
+        return {"P": np.asarray(Ps), "a1": np.asarray(m.a1), "aG": np.asarray(m.aG),
+                "prev_weight": np.asarray(st.s / h.n_pos), "test_error": np.asarray(ca.test_error(st, Ps, h)),
+                "S": np.asarray(m.S)}
+
+
+def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 128) -> dict:
+    """Headline numbers of the theory (JSON-ready): softmax ``P*``, spinodals, jump, closed form;
+    linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too."""
+    N = ca.check_N(N)
+    arch = arch.validate()
+    out = {"attention": arch.attention, "L": arch.L, "V": arch.V, "N": N if np.isfinite(N) else "inf",
+           "beta": arch.beta, "omega": arch.omega, "sigma_G2": arch.sigma_G2, "cyclic": arch.cyclic}
+    if arch.attention == "softmax":
+        with jax.enable_x64(True):
+            h = ca.hyper(arch, N)
+            pcf = float(p_star_closed_form(jnp.float64(arch.L), jnp.float64(arch.V), arch.beta, arch.sigma_G2))
+            Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)
+            tr, _ = jax.jit(softmax_transition)(Ps, h)
+            tr = SoftmaxTransition(*(np.asarray(v) for v in tr))
+        out.update(p_star=_f(tr.P_star), first_order=bool(tr.first_order > 0.5),
+                   p_spinodal_lo=_f(tr.P_spinodal_lo), p_spinodal_hi=_f(tr.P_spinodal_hi),
+                   c_below=_f(tr.c_below), c_above=_f(tr.c_above), jump=_f(tr.jump),
+                   prev_weight_below=_f(tr.a_below), prev_weight_above=_f(tr.a_above),
+                   p_star_closed_form=pcf, p_star_L_ln2L_over_4=arch.L * np.log(arch.L) ** 2 / 4)
+        curves = softmax_curves(arch, P, N) if P is not None else None
+    else:
+        on = linear_onsets(arch, N)
+        Ps = np.geomspace(0.3, 100.0, n_P_linear) * on.P_onset
+        lc = linear_curves(arch, Ps, N)
+        out.update(p_onset=on.P_onset, onset_kind=on.kind, onset_direction=list(on.direction),
+                   p_second_root=_f(on.P_second), p_copy=_f(on.P_copy), p_pool=_f(on.P_pool),
+                   p_c_closed_form=on.P_c_closed, p_crossover=_f(linear_crossover(Ps, lc["a1"], lc["aG"], arch.L)),
+                   V2=arch.V**2, L32_V12=arch.L**1.5 * arch.V**0.5)
+        curves = linear_curves(arch, P, N) if P is not None else None
+    if curves is not None:
+        out["curves"] = {k: [_f(x) for x in v] for k, v in curves.items()}
+    return out

@@ -1,0 +1,4 @@
+"""What every model shares, knowing no model: attention activations and masks
+(:mod:`~jaxattn.core.attention`), input checks (:mod:`~jaxattn.core.checks`), devices
+(:mod:`~jaxattn.core.devices`), divergence flags (:mod:`~jaxattn.core.divergence`) and generic
+``(init, step)`` kernels (:mod:`~jaxattn.core.kernels`: full-batch optax, SGLD)."""

@@ -1,0 +1,30 @@
+"""Divergence as a value inside jit: a run whose step produced a non-finite number is frozen at
+its last finite state and flagged, and the rest of a vmapped grid goes on.
+
+Every runner (online SGD, full-batch optax, SGLD) takes its step, asks :func:`all_finite` of
+what it computed, and keeps the new state through :func:`freeze`; the flag is sticky.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, PyTree
+
+
+def all_finite(*trees: PyTree) -> Bool[Array, ""]:
+    """Whether every leaf of every tree is finite (a scalar boolean)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for t in trees for x in jax.tree_util.tree_leaves(t)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def freeze(ok: Bool[Array, ""], new: PyTree, old: PyTree) -> PyTree:
+    """``new`` where ``ok``, else ``old``, leaf by leaf (the state a diverged run keeps)."""
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(ok, a, b), new, old)
+
+
+def guard(diverged: Bool[Array, ""], ok: Bool[Array, ""], new: PyTree, old: PyTree) -> tuple[PyTree, Bool[Array, ""]]:
+    """One guarded step: keep ``new`` only if the run has not diverged and this step is ``ok``;
+    returns the state to keep and the updated (sticky) divergence flag."""
+    keep = ok & ~diverged
+    return freeze(keep, new, old), diverged | ~ok

@@ -1,0 +1,92 @@
+"""Unadjusted Langevin (SGLD with full-batch gradients) as an ``(init, step)`` kernel.
+
+Target ``p(theta) ~ exp(-N U(theta))`` (Spec B, sections 2 and 4). One step, per parameter block
+``b`` with its own step size ``eps_b``:
+
+    theta_b <- theta_b - eps_b N dU/dtheta_b + sqrt(2 eps_b) xi_b,     xi ~ N(0, I),
+
+which is the Euler step of ``blackjax.sgld`` (``step_size`` times the log-density gradient plus
+``sqrt(2 step_size)`` noise), generalised to a step size per block; the noise is drawn in the same
+way (one normal vector over the raveled position), so with equal step sizes the two kernels take
+the same steps from the same key.
+
+A chain whose position or gradient becomes non-finite is frozen at its last finite position and
+flagged ``diverged`` (a step size too large for the curvature; :mod:`jaxattn.core.divergence`):
+never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, Bool, Int, PRNGKeyArray
+
+from jaxattn.core.divergence import all_finite, guard
+
+
+class SGLDState(NamedTuple):
+    position: Any
+    step: Int[Array, ""]
+    diverged: Bool[Array, ""]
+
+
+class SGLD(NamedTuple):
+    """An ``(init, step)`` pair in the manner of ``blackjax.SamplingAlgorithm``:
+    ``step(key, state, data, step_size)`` with ``step_size`` a pytree of per-block scalars
+    matching the position (or one scalar)."""
+
+    init: Callable[[Any], SGLDState]
+    step: Callable[[PRNGKeyArray, SGLDState, Any, Any], SGLDState]
+
+
+def sgld(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> SGLD:
+    """The unadjusted Langevin kernel for ``exp(-N potential_fn(position, data))``."""
+
+    def init(position) -> SGLDState:
+        return SGLDState(position, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+
+    def step(key, state: SGLDState, data, step_size) -> SGLDState:
+        grads = jax.grad(potential_fn)(state.position, data)
+        flat, unravel = ravel_pytree(state.position)
+        noise = unravel(jax.random.normal(key, flat.shape, flat.dtype))
+        eps = _broadcast(step_size, state.position)
+        new = jax.tree_util.tree_map(
+            lambda p, g, n, e: p - e * N * g + jnp.sqrt(2.0 * e) * n, state.position, grads, noise, eps)
+        new, diverged = guard(state.diverged, all_finite(new), new, state.position)
+        return SGLDState(new, state.step + 1, diverged)
+
+    return SGLD(init, step)
+
+
+def _broadcast(step_size, position):
+    """Per-block step sizes: a pytree like ``position`` as it is, one scalar for every block."""
+    if jax.tree_util.tree_structure(step_size) == jax.tree_util.tree_structure(position):
+        return step_size
+    return jax.tree_util.tree_map(lambda _: step_size, position)
+
+
+def advance(kernel: SGLD, key, state: SGLDState, data, step_size, n) -> SGLDState:
+    """``n`` steps of one chain (``n`` may be traced); step ``m`` uses ``fold_in(key, m)`` of the
+    chain's step counter, so a chain does not depend on how its steps are cut into calls."""
+    return jax.lax.fori_loop(
+        0, n, lambda _, s: kernel.step(jax.random.fold_in(key, s.step), s, data, step_size), state)
+
+
+def run_chain(kernel: SGLD, observe_fn: Callable, key, state: SGLDState, data, step_size,
+              burn_in, n_kept: int, thin: int):
+    """``burn_in`` steps, then ``n_kept`` draws of ``observe_fn(position, data)`` every ``thin``
+    steps (:func:`advance` between draws). Not jitted itself: wrap it (vmapped over chains) in
+    the caller's ``jax.jit``. Returns the final state and the draws (leading axis ``n_kept``),
+    ``NaN`` once diverged."""
+    state = advance(kernel, key, state, data, step_size, burn_in)
+
+    def draw(st, _):
+        st = advance(kernel, key, st, data, step_size, thin)
+        obs = observe_fn(st.position, data)
+        obs = jax.tree_util.tree_map(lambda x: jnp.where(st.diverged, jnp.nan, x), obs)
+        return st, obs
+
+    return jax.lax.scan(draw, state, None, length=n_kept)

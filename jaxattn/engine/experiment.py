@@ -1,0 +1,165 @@
+"""The protocol a model implements to run on the engine, and the block layout it computes on.
+
+An :class:`Experiment` declares once what a model is:
+
+- ``config_type``: its fixed parameters, a frozen dataclass with defaults and ``validate()``
+  (:mod:`jaxattn.engine.config` derives sweep fields and command-line options from it);
+- ``axes``: its grid axes (:class:`~jaxattn.engine.axes.Axis`), which of them are *shared*
+  hyper-parameters (points differing only there share one data stream), and defaults;
+- ``setup(config, values)``: a hashable ``static`` (shapes and choices that fix the compiled
+  program: shape-changing axes such as ``H``, ``L``, ``P`` enter only through their largest
+  value, smaller ones are masked) and ``shared`` arrays (replicated on every device);
+- ``params(static, points)``: the per-point inputs (keys from values, never from positions);
+- ``init``, ``step``, ``finish``: an ``(init, step)`` pair over the explicit state of one
+  *block*, and the observables read off the final state. The engine calls ``step`` once per
+  *segment* (``progress_units`` says how many, and how much progress each is), from Python, so
+  a long run shows its progress and its programs stay cacheable (a host callback inside a
+  program would keep it out of the persistent compilation cache);
+- ``layout(static)``: each observable's dimensions after the grid's, and their coordinates.
+
+The block layout. The engine groups the points into *streams* (points equal in every non-shared
+axis) and lays a block out as ``(S, G, M)``: ``S`` streams, each with ``G`` groups of ``M``
+members (padded by repeating a real member). Every leaf of ``params`` has these three leading
+axes, and every member of a stream has the stream's values, so a stream's data can be drawn
+once from member ``[s, 0, 0]``'s key and used by all its members. :func:`over_groups` applies a
+function to one ``(S, M)`` group at a time: the shapes of every computation on the data are
+then those of the block, whatever the grid, which is what makes a point's bits independent of
+the grid around it (XLA picks algorithms by shape; ``docs/architecture.md``). ``S`` and ``M``
+are execution settings (``block`` and ``group``) with one default per experiment, the same for
+the Python API, the command line and sweeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Int, PyTree
+
+from jaxattn.engine.axes import Axis
+
+
+class Layout(NamedTuple):
+    """Each observable's dimensions after the grid's, their coordinates, and attributes for the
+    dataset (``long_name`` per variable)."""
+
+    dims: dict[str, tuple[str, ...]]
+    coords: dict[str, np.ndarray]
+    long_names: dict[str, str] = {}
+
+
+class Experiment:
+    """Base class of the experiments (one instance per experiment, registered by name in
+    :mod:`jaxattn.engine.registry`). Subclasses set the class attributes and implement
+    :meth:`setup`, :meth:`params`, :meth:`compute` and :meth:`layout`."""
+
+    name: str = ""
+    doc: str = ""
+    config_type: type = object
+    axes: tuple[Axis, ...] = ()
+    x64: bool = False  # traced and run in float64 (the theory)
+    block: int = 2  # default streams per block
+    group: int = 1  # default members per group
+
+    # --- declared ----------------------------------------------------------------------------
+    @property
+    def axis(self) -> dict[str, Axis]:
+        return {a.name: a for a in self.axes}
+
+    def shared_axes(self, config) -> frozenset[str]:
+        """The axes whose points share a data stream under ``config`` (default: those declared
+        ``shared``)."""
+        return frozenset(a.name for a in self.axes if a.shared)
+
+    def default_group(self, config) -> int:
+        """Members per group when the run does not say: 1 where nothing is shared."""
+        return self.group if self.shared_axes(config) else 1
+
+    def fields(self) -> tuple[str, ...]:
+        """The config fields a sweep file's ``[fixed]`` table and the command line may set."""
+        import dataclasses
+
+        return tuple(f.name for f in dataclasses.fields(self.config_type))
+
+    # --- implemented by each experiment --------------------------------------------------------
+    def setup(self, config, values: dict[str, list]) -> tuple[Any, PyTree]:
+        """``(static, shared)`` for a run whose axes take ``values`` (every axis, a list each)."""
+        raise NotImplementedError
+
+    def params(self, static, points: dict[str, list]) -> PyTree:
+        """Per-point inputs with a leading point axis, from the points' values alone."""
+        raise NotImplementedError
+
+    def init(self, static, shared: PyTree, params: PyTree, n_groups: Int[Array, ""]) -> PyTree:
+        """The state of one block (leaves of ``params`` are ``(S, G, M, ...)``)."""
+        raise NotImplementedError
+
+    def step(self, static, shared: PyTree, params: PyTree, state: PyTree, k: Int[Array, ""],
+             n_groups: Int[Array, ""]) -> PyTree:
+        """Segment ``k`` (a runtime index, ``0 <= k < n_segments``) of one block."""
+        raise NotImplementedError
+
+    def finish(self, static, shared: PyTree, params: PyTree, state: PyTree,
+               n_groups: Int[Array, ""]) -> dict[str, Array]:
+        """The observables of one block, ``(S, G, M, *layout.dims[name])`` each."""
+        raise NotImplementedError
+
+    def layout(self, static) -> Layout:
+        raise NotImplementedError
+
+    def bytes_per_point(self, static) -> int:
+        """Device memory one point needs (sizes chunks from a memory budget)."""
+        return 1 << 16
+
+    def progress_units(self, static) -> tuple[np.ndarray, str]:
+        """The progress each segment makes (its length is the number of segments) and the unit's
+        name, for the progress bar."""
+        return np.ones(1), "block"
+
+    def attrs(self, config, static) -> dict:
+        """Attributes for the dataset beyond the config (JSON-safe scalars)."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<experiment {self.name}>"
+
+
+def loop_over(fn: Callable[..., PyTree], n: Int[Array, ""], axis: int, *trees: PyTree) -> PyTree:
+    """``fn`` applied to each of the first ``n`` entries along ``axis`` of ``trees``, its
+    outputs stacked along the same axis (a buffer as long as the axis).
+
+    A loop whose trip count is a runtime value: every entry is computed by the same code (XLA can
+    neither unroll nor inline it), so an entry's numbers do not depend on how many there are.
+    ``fn`` is traced once (its jaxpr is reused in the loop body)."""
+    tree = jax.tree_util
+
+    def take(t, i):
+        return tree.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, axis, keepdims=False), t)
+
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*(take(t, 0) for t in trees))
+    call = jax.extend.core.jaxpr_as_fun(closed)
+    out_def = tree.tree_structure(shapes)
+    size = tree.tree_leaves(trees)[0].shape[axis]
+    buf = tree.tree_map(lambda s: jnp.zeros(s.shape[:axis] + (size,) + s.shape[axis:], s.dtype), shapes)
+
+    def body(i, buf):
+        out = tree.tree_unflatten(out_def, call(*tree.tree_leaves([take(t, i) for t in trees])))
+        return tree.tree_map(lambda b, v: jax.lax.dynamic_update_index_in_dim(b, v, i, axis), buf, out)
+
+    return jax.lax.fori_loop(0, n, body, buf)
+
+
+def over_groups(fn: Callable[..., PyTree], n_groups: Int[Array, ""], *trees: PyTree) -> PyTree:
+    """``fn`` applied to each group of a block: ``trees`` have leaves ``(S, G, M, ...)``; ``fn``
+    gets the ``(S, M, ...)`` slices of group ``g`` and returns a pytree of ``(S, M, ...)``
+    leaves, stacked back into ``(S, G, M, ...)`` (:func:`loop_over` axis 1): a point's numbers
+    do not depend on how many groups its stream has."""
+    return loop_over(fn, n_groups, 1, *trees)
+
+
+def stream_values(tree: PyTree) -> PyTree:
+    """The ``(S, ...)`` values of each stream (member ``[s, 0, 0]``) of ``(S, G, M, ...)`` leaves."""
+    return jax.tree_util.tree_map(lambda x: x[:, 0, 0], tree)

@@ -1,0 +1,367 @@
+"""The one grid engine: an experiment, its config and a grid in; an ``xarray.Dataset`` out.
+
+:func:`run` is the only way a grid is computed, from Python (``jaxattn.train`` and the other
+model APIs), from the command line and from a sweep file (:func:`run_sweep`, which writes chunk by
+chunk into a resumable store, :mod:`jaxattn.engine.store`). The steps:
+
+1. **Plan.** The grid's points are grouped into *streams*: points equal in every axis the
+   experiment does not declare shared. A stream is laid out as ``G`` groups of ``M`` members
+   (padded by repeating a real member), ``S`` streams make a block, and whole streams make a
+   chunk (sized from ``chunk_size`` points or a memory budget).
+2. **Compile once.** Three programs per run (:meth:`Experiment.init`, ``step`` and ``finish``,
+   each looping over the device's blocks), compiled for the shapes of a block, which do not
+   depend on the grid: a sweep traces each once, whatever its number of points or chunks. The
+   persistent compilation cache (:mod:`jaxattn.engine.cache`) remembers them across processes.
+3. **Dispatch.** A chunk's blocks are split over a 1-D mesh of the devices
+   (``jax.shard_map``); every device loops over its own blocks. The experiment's ``step`` is
+   called ``segments`` times from Python, which drives the progress bar.
+4. **Assemble.** The real points' outputs are taken from their slots and laid out over the
+   grid's dimensions (or written as one chunk file with a ``point`` dimension).
+
+A point's numbers depend only on its own values and the block shape ``(S, M)``: the same bits
+alone or inside a larger grid, in any chunk, on one device or several, from any front end.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from jaxattn.engine import config as cfgs
+from jaxattn.engine.axes import Grid, check_dims
+from jaxattn.engine.experiment import Experiment, loop_over
+
+DEFAULT_MEMORY_BUDGET = 2 * 10**9
+
+
+class GridError(ValueError):
+    """Every problem found in a run's config and grid, each as ``path: message``."""
+
+    def __init__(self, problems: list[str], source: str = "grid"):
+        self.problems = list(problems)
+        if len(problems) == 1 and source == "grid":
+            super().__init__(problems[0])
+        else:
+            super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated run: the experiment, its config, the grid, the value of every axis that is
+    not a grid dimension, and the block shape (``block`` streams of ``group`` members)."""
+
+    experiment: Experiment
+    config: Any
+    grid: Grid
+    fixed: dict[str, Any]
+    block: int
+    group: int
+    static: Any = field(compare=False)
+    shared: Any = field(compare=False)
+
+    @property
+    def variables(self) -> list[str]:
+        return self.grid.variables
+
+    def columns(self, points: list[tuple]) -> dict[str, list]:
+        """Points (tuples over the grid's variables) as one list per axis, every axis."""
+        cols = {v: [p[i] for p in points] for i, v in enumerate(self.variables)}
+        for name, value in self.fixed.items():
+            cols[name] = [value] * len(points)
+        return cols
+
+    def stream_key(self, point: tuple) -> tuple:
+        shared = self.experiment.shared_axes(self.config)
+        return tuple(x for v, x in zip(self.variables, point) if v not in shared)
+
+
+def make_plan(experiment: Experiment, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
+              block: int | None = None, group: int | None = None) -> Plan:
+    """Validate a run (a :class:`GridError` lists every problem) and set it up."""
+    config = experiment.config_type() if config is None else config
+    grid = Grid(()) if grid is None else grid
+    problems = []
+    if not isinstance(config, experiment.config_type):
+        problems.append(f"config: expected {experiment.config_type.__name__}, got {type(config).__name__}")
+    else:
+        try:
+            config = config.validate()
+        except (ValueError, TypeError) as err:
+            problems.append(str(err))
+    axes = experiment.axis
+    fixed_axes = {}
+    for name, value in (fixed or {}).items():
+        if name not in axes:
+            problems.append(f"{name}: not an axis of {experiment.name} (axes: {', '.join(axes)})")
+            continue
+        try:
+            fixed_axes[name] = axes[name].check(value)
+        except (ValueError, TypeError) as err:
+            problems.append(str(err))
+    for name in grid.variables:
+        if name in fixed_axes:
+            problems.append(f"{name}: both a grid axis and a fixed value")
+    grid = Grid(tuple(check_dims(list(grid.dims), axes, problems,
+                                 where=lambda d, v: v if d.name == v else f"{d.name}.{v}")))
+    for name, n in (("block", block), ("group", group)):
+        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+            problems.append(f"{name} must be an integer >= 1, got {n!r}")
+    if problems:
+        raise GridError(problems)
+    for a in experiment.axes:
+        if a.name not in grid.variables and a.name not in fixed_axes:
+            fixed_axes[a.name] = a.default
+    values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
+    with jax.enable_x64(experiment.x64):
+        static, shared = experiment.setup(config, values)
+    return Plan(experiment, config, grid, fixed_axes, int(block or experiment.block),
+                int(group or experiment.default_group(config)), static, shared)
+
+
+def _column(grid: Grid, fixed: dict, name: str) -> list:
+    for d in grid.dims:
+        if name in d.values:
+            return list(d.values[name])
+    return [fixed[name]]
+
+
+def _sort_key(v):
+    return (isinstance(v, str), v)
+
+
+# --- the compiled programs -----------------------------------------------------------------------
+
+class Programs:
+    """The jitted ``init``, ``step`` and ``finish`` of one experiment and ``static``, each a loop
+    over the blocks of one device (one trace each, whatever the grid or the device).
+
+    A chunk's blocks are split over the devices and each device runs the *unpartitioned*
+    program on its share, as ``pmap`` does in spirit: XLA compiles an SPMD-partitioned program
+    (``shard_map``, ``pmap``) with other fusions than a single-device one, and the two differ in
+    the last bit; one single-device program, compiled for each device, is what gives a point the
+    same bits on one device or several. The price is a compile per device, done concurrently
+    and remembered by the persistent compilation cache."""
+
+    def __init__(self, experiment: Experiment, static):
+        e = experiment
+
+        def init(shared, params, nb, ng):
+            return loop_over(lambda p: e.init(static, shared, p, ng), nb, 0, params)
+
+        def step(shared, params, state, k, nb, ng):
+            return loop_over(lambda p, s: e.step(static, shared, p, s, k, ng), nb, 0, params, state)
+
+        def finish(shared, params, state, nb, ng):
+            return loop_over(lambda p, s: e.finish(static, shared, p, s, ng), nb, 0, params, state)
+
+        self.init = jax.jit(init)
+        self.step = jax.jit(step, donate_argnums=(2,))
+        self.finish = jax.jit(finish)
+
+
+@functools.lru_cache(maxsize=32)
+def programs(experiment: Experiment, static) -> Programs:
+    return Programs(experiment, static)
+
+
+def clear_caches() -> None:
+    """Forget the compiled programs (the next run traces again)."""
+    programs.cache_clear()
+
+
+# --- one chunk -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened."""
+
+    slots: list[tuple]  # the point in each slot (real or repeated)
+    positions: np.ndarray  # slot of each real point, in the chunk's point order
+    n_blocks: int
+    groups: int
+
+
+def layout_chunk(plan: Plan, points: list[tuple], n_devices: int, groups: int | None = None,
+                 n_blocks: int | None = None) -> Layout:
+    """Streams of ``points`` (in order of first appearance), padded to ``G`` groups of ``M``
+    members each (at least ``groups``) and to whole blocks on every device (at least
+    ``n_blocks``: the chunks of one run all have the same shape, so they share one trace)."""
+    streams: dict[tuple, list[int]] = {}
+    for i, p in enumerate(points):
+        streams.setdefault(plan.stream_key(p), []).append(i)
+    real = list(streams.values())
+    G = max(groups or 1, -(-max(len(m) for m in real) // plan.group))
+    per_stream = G * plan.group
+    unit = plan.block * n_devices
+    n_streams = max(-(-len(real) // unit) * unit, (n_blocks or 0) * plan.block)
+    slots, positions = [], np.empty(len(points), np.int64)
+    for m in real + [real[-1]] * (n_streams - len(real)):
+        slots += [points[i] for i in m + [m[-1]] * (per_stream - len(m))]
+    for j, m in enumerate(real):
+        positions[m] = j * per_stream + np.arange(len(m))
+    return Layout(slots, positions, n_streams // plan.block, G)
+
+
+class _Bar:
+    """Progress of a run, fed by the segments of every chunk on every device."""
+
+    def __init__(self, plan: Plan, n_chunks: int, enabled: bool):
+        import threading
+
+        from tqdm.auto import tqdm
+
+        self.units, unit = plan.experiment.progress_units(plan.static)
+        self.units = np.asarray(self.units, float)
+        total = float(self.units.sum()) * n_chunks
+        self.lock = threading.Lock()
+        self.bar = tqdm(total=total, disable=not enabled, unit=unit, desc=plan.experiment.name,
+                        bar_format="{l_bar}{bar}| {n:.4g}/{total:.4g} {unit} [{elapsed}<{remaining}]")
+
+    def segment(self, k: int, share: float = 1.0) -> None:
+        with self.lock:
+            self.bar.update(float(self.units[k]) * share)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def chunk_shape(plan: Plan, chunks: list[list[tuple]], n_devices: int) -> tuple[int, int]:
+    """``(groups, n_blocks)`` that every chunk of a run is padded to."""
+    lays = [layout_chunk(plan, c, n_devices) for c in chunks]
+    return max(lay.groups for lay in lays), max(lay.n_blocks for lay in lays)
+
+
+def compute_chunk(plan: Plan, points: list[tuple], devices: tuple, bar: _Bar | None = None,
+                  groups: int | None = None, n_blocks: int | None = None) -> dict[str, np.ndarray]:
+    """The outputs of ``points`` (a leading axis in their order), computed in blocks on
+    ``devices`` (padded to ``groups`` groups per stream and ``n_blocks`` blocks); each device
+    runs its share of the blocks in a thread of its own (compiles and runs concurrently)."""
+    e = plan.experiment
+    progs = programs(e, plan.static)
+    lay = layout_chunk(plan, points, len(devices), groups, n_blocks)
+    S, G, M = plan.block, lay.groups, plan.group
+    n_dev = len(devices)
+    per = lay.n_blocks // n_dev
+    n_segments = len(e.progress_units(plan.static)[0])
+    with jax.enable_x64(e.x64):
+        params = e.params(plan.static, plan.columns(lay.slots))
+        params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, G, M) + x.shape[1:]), params)
+
+    def on_device(i: int):
+        dev = devices[i]
+        with jax.enable_x64(e.x64):
+            put = functools.partial(jax.device_put, device=dev)
+            p = put(jax.tree_util.tree_map(lambda x: x[i], params))
+            shared, nb, ng = put(plan.shared), put(np.int32(per)), put(np.int32(G))
+            state = progs.init(shared, p, nb, ng)
+            for k in range(n_segments):
+                state = progs.step(shared, p, state, put(np.int32(k)), nb, ng)
+                if bar is not None:
+                    jax.block_until_ready(state)
+                    bar.segment(k, 1.0 / n_dev)
+            return jax.device_get(progs.finish(shared, p, state, nb, ng))
+
+    if n_dev == 1:
+        outs = [on_device(0)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(n_dev) as pool:
+            outs = list(pool.map(on_device, range(n_dev)))
+    out = {k: np.concatenate([np.asarray(o[k]) for o in outs]) for k in outs[0]}
+    return {k: v.reshape((-1,) + v.shape[4:])[lay.positions] for k, v in out.items()}
+
+
+def chunk_streams(plan: Plan, points: list[tuple], n_devices: int, chunk_size: int | None,
+                  memory_budget: int | None) -> list[list[tuple]]:
+    """``points`` cut into chunks of whole streams: ``chunk_size`` points each (at least one
+    stream), or as many as ``memory_budget`` holds (4x the experiment's bytes per point: the
+    workspace). The cut depends on the number of devices only through the memory budget."""
+    streams: dict[tuple, list[tuple]] = {}
+    for p in points:
+        streams.setdefault(plan.stream_key(p), []).append(p)
+    per_stream = -(-max(len(s) for s in streams.values()) // plan.group) * plan.group
+    if chunk_size is not None:
+        n_streams = max(1, chunk_size // per_stream)
+    else:  # as many as the budget holds, in whole blocks on every device where that is possible
+        budget = memory_budget or DEFAULT_MEMORY_BUDGET
+        n_streams = max(1, budget // max(1, 4 * plan.experiment.bytes_per_point(plan.static) * per_stream))
+        unit = plan.block * n_devices
+        n_streams = n_streams // unit * unit if n_streams >= unit else n_streams
+    groups = list(streams.values())
+    return [[p for s in groups[i:i + n_streams] for p in s] for i in range(0, len(groups), n_streams)]
+
+
+# --- in memory -----------------------------------------------------------------------------------
+
+def run(experiment: Experiment, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
+        devices=None, block: int | None = None, group: int | None = None, chunk_size: int | None = None,
+        memory_budget: int | None = None, progress: bool = False) -> xr.Dataset:
+    """Compute ``experiment`` over ``grid`` in memory and return the Dataset: one dimension per
+    grid dimension, then the observables' own dimensions; the config, the experiment's name and
+    the package version in its attributes.
+
+    ``fixed`` gives axes that are not grid dimensions a value (default: the axis default);
+    ``block`` (streams per block) and ``group`` (members per group) set the block shape
+    (default: the experiment's); ``devices`` defaults to all local devices."""
+    plan = make_plan(experiment, config, grid, fixed=fixed, block=block, group=group)
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    points = plan.grid.points()
+    chunks = chunk_streams(plan, points, len(devices), chunk_size, memory_budget)
+    groups, n_blocks = chunk_shape(plan, chunks, len(devices))
+    t0 = time.perf_counter()
+    bar = _Bar(plan, len(chunks), progress)
+    index = {p: i for i, p in enumerate(points)}
+    out: dict[str, np.ndarray] = {}
+    try:
+        for chunk in chunks:
+            res = compute_chunk(plan, chunk, devices, bar, groups, n_blocks)
+            pos = np.asarray([index[p] for p in chunk])
+            for k, v in res.items():
+                if k not in out:
+                    out[k] = np.zeros((len(points),) + v.shape[1:], v.dtype)
+                out[k][pos] = v
+    finally:
+        bar.close()
+    return to_dataset(plan, out, wall=time.perf_counter() - t0)
+
+
+def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None) -> xr.Dataset:
+    """Outputs over the grid's points (flat order) as a Dataset over the grid's dimensions."""
+    from jaxattn import __version__
+
+    layout = plan.experiment.layout(plan.static)
+    grid = plan.grid
+    dims = [d.name for d in grid.dims]
+    data = {k: (dims + list(layout.dims[k]), v.reshape(grid.shape + v.shape[1:])) for k, v in out.items()}
+    coords: dict[str, Any] = {}
+    for d in grid.dims:
+        for var, vals in d.values.items():
+            coords[var] = (d.name, list(vals))
+    coords.update(layout.coords)
+    ds = xr.Dataset(data, coords=coords, attrs=dataset_attrs(plan))
+    for k, name in layout.long_names.items():
+        if k in ds:
+            ds[k].attrs["long_name"] = name
+    if wall is not None:
+        ds.attrs["wall_seconds"] = wall
+    ds.attrs["jaxattn_version"] = __version__
+    return ds
+
+
+def dataset_attrs(plan: Plan) -> dict:
+    """The attributes every result of ``plan`` carries: the config (JSON), the experiment, the
+    fixed axis values, the block shape, and the experiment's own."""
+    import json
+
+    return {"experiment": plan.experiment.name, "config": json.dumps(cfgs.to_json(plan.config)),
+            "fixed_axes": json.dumps(plan.fixed), "block": plan.block, "group": plan.group,
+            **plan.experiment.attrs(plan.config, plan.static)}
+

@@ -1,0 +1,259 @@
+"""The on-disk store of a sweep: a folder of finished chunks plus the plan that made them.
+
+::
+
+    PATH/sweep.toml          the sweep file as run (the latest, after an extension)
+    PATH/manifest.json       identity, package version, block shape and the plan: chunk id ->
+                             the points it holds (their values)
+    PATH/chunks/c000012.nc   one netCDF file per finished chunk (dimension ``point``)
+    PATH/chunks/c000013.failed.json   the error of a chunk that raised
+    PATH/log.jsonl           one line per chunk computed (host, process, time)
+
+A chunk file is written under a temporary name (host, process and a random part: no two writers
+collide, on one host or several) and renamed into place (``os.replace`` is atomic), so a run
+killed at any moment leaves finished chunks whole and unfinished ones absent. The manifest is
+replaced the same way. :func:`load` assembles the finished chunks into one ``xarray.Dataset``
+over the grid, by the points' values.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import socket
+import time
+
+import numpy as np
+import xarray as xr
+
+from jaxattn.engine.sweepfile import read_sweep
+
+ENGINE = "netcdf4"
+HOST = socket.gethostname()
+STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died, wherever it ran
+
+
+def tmp_name(path: str) -> str:
+    """A temporary name beside ``path``, unique to this host and process."""
+    tag = f"{HOST}-{os.getpid()}-{secrets.token_hex(3)}"
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{tag}")
+
+
+def atomic_write(path: str, write) -> None:
+    """``write(tmp)`` then rename ``tmp`` onto ``path``."""
+    tmp = tmp_name(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_json(path: str, obj) -> None:
+    def w(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    atomic_write(path, w)
+
+
+def read_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_tmp(root: str) -> list[str]:
+    """Remove the temporary files of writes that died: those of this host whose process is gone,
+    and any older than :data:`STALE_TMP_SECONDS`. A write in flight elsewhere is left alone."""
+    removed = []
+    now = time.time()
+    for p in glob.glob(os.path.join(root, "**", ".*.tmp-*"), recursive=True):
+        tag = p.rsplit(".tmp-", 1)[1]
+        host, _, rest = tag.rpartition("-")[0].rpartition("-")
+        try:
+            pid = int(rest)
+        except ValueError:
+            pid = -1
+        try:
+            old = now - os.path.getmtime(p) > STALE_TMP_SECONDS
+        except FileNotFoundError:
+            continue
+        if old or (host == HOST and pid > 0 and not _pid_alive(pid)) or pid < 0:
+            try:
+                os.remove(p)
+                removed.append(p)
+            except FileNotFoundError:
+                pass
+    return removed
+
+
+def chunk_path(root: str, cid: int, failed: bool = False) -> str:
+    return os.path.join(root, "chunks", f"c{cid:06d}" + (".failed.json" if failed else ".nc"))
+
+
+def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
+    path = chunk_path(root, cid)
+    atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE))
+    failed = chunk_path(root, cid, failed=True)
+    if os.path.exists(failed):
+        os.remove(failed)
+    return path
+
+
+def write_failure(root: str, cid: int, error: str) -> None:
+    write_json(chunk_path(root, cid, failed=True), {"chunk": cid, "error": error, "time": time.time(),
+                                                     "host": HOST, "pid": os.getpid()})
+
+
+def log_event(root: str, **event) -> None:
+    line = json.dumps({"time": time.time(), "host": HOST, "pid": os.getpid(), **event}) + "\n"
+    with open(os.path.join(root, "log.jsonl"), "a", encoding="utf-8") as f:
+        f.write(line)
+
+
+def read_log(root: str) -> list[dict]:
+    path = os.path.join(root, "log.jsonl")
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+    return out
+
+
+def read_manifest(root: str) -> dict | None:
+    path = os.path.join(root, "manifest.json")
+    return read_json(path) if os.path.exists(path) else None
+
+
+def finished(root: str) -> set[int]:
+    return {int(os.path.basename(p)[1:7]) for p in glob.glob(os.path.join(root, "chunks", "c??????.nc"))}
+
+
+def failures(root: str) -> dict[int, str]:
+    out = {}
+    for p in glob.glob(os.path.join(root, "chunks", "c??????.failed.json")):
+        try:
+            out[int(os.path.basename(p)[1:7])] = read_json(p)["error"]
+        except (json.JSONDecodeError, FileNotFoundError, KeyError):
+            continue
+    return out
+
+
+def status(root: str) -> dict:
+    """Done, pending and failed chunks of a store, the grid points that diverged, and the pace."""
+    man = read_manifest(root)
+    if man is None:
+        raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
+    ids = [c["id"] for c in man["chunks"]]
+    done = finished(root)
+    failed = failures(root)
+    diverged = []
+    for cid in sorted(done):
+        with xr.open_dataset(chunk_path(root, cid), engine=ENGINE) as ds:
+            if "diverged" in ds:
+                bad = np.asarray(ds["diverged"].values, bool).reshape(ds.sizes["point"], -1).any(axis=1)
+                for i in np.flatnonzero(bad):
+                    diverged.append({v: ds[v].values[i].item() for v in man["variables"]})
+    pending = sorted(set(ids) - done - set(failed))
+    return {
+        "model": man["experiment"], "n_points": sum(len(c["points"]) for c in man["chunks"]),
+        "n_chunks": len(ids), "done": sorted(done & set(ids)),
+        "failed": {k: v for k, v in sorted(failed.items()) if k not in done},
+        "pending": pending, "diverged": diverged, "version": man.get("version"),
+        "seconds_per_chunk": seconds_per_chunk(root),
+    }
+
+
+def seconds_per_chunk(root: str) -> float | None:
+    """Mean time between consecutive chunks of one process, from the log (``None`` if unknown)."""
+    by_proc: dict[tuple, list[float]] = {}
+    for e in read_log(root):
+        if e.get("event", "computed") == "computed":
+            by_proc.setdefault((e.get("host"), e["pid"]), []).append(e["time"])
+    gaps = [b - a for ts in by_proc.values() for a, b in zip(ts, ts[1:])]
+    return float(np.mean(gaps)) if gaps else None
+
+
+def chunk_dataset(variables: list[str], layout, cid: int, experiment: str, points: list[tuple],
+                  out: dict[str, np.ndarray]) -> xr.Dataset:
+    """One chunk's outputs as a Dataset over ``point`` (the points' values as variables)."""
+    data = {k: (("point",) + tuple(layout.dims[k]), v) for k, v in out.items()}
+    for i, var in enumerate(variables):
+        data[var] = ("point", np.asarray([p[i] for p in points]))
+    return xr.Dataset(data, coords=layout.coords, attrs={"chunk": cid, "experiment": experiment})
+
+
+def load(root: str, *, complete: bool = True) -> xr.Dataset:
+    """The finished chunks of a store as one Dataset over the sweep's grid: one dimension per
+    grid dimension (a zipped group is one dimension with a coordinate per variable), then the
+    observables' own dimensions. With ``complete`` (default), unfinished points are an error;
+    otherwise they are ``NaN`` (``False`` for flags) and ``done`` marks the finished points."""
+    sweep = read_sweep(root)
+    man = read_manifest(root)
+    paths = sorted(glob.glob(os.path.join(root, "chunks", "c??????.nc")))
+    if not paths:
+        raise FileNotFoundError(f"no finished chunks in {root!r}")
+    parts = []
+    for p in paths:
+        with xr.open_dataset(p, engine=ENGINE) as ds:
+            parts.append(ds.load())
+    # chunks of an extended sweep may have larger padded axes (``head`` after adding an ``H``):
+    # an outer join fills the smaller ones with NaN, as padding is everywhere else
+    flat = xr.concat(parts, dim="point", data_vars="all", coords="different", compat="equals",
+                     combine_attrs="drop_conflicts", join="outer")
+    grid = sweep.grid
+    index = {k: i for i, k in enumerate(grid.points())}
+    cols = [flat[v].values.tolist() for v in grid.variables]
+    pos = np.array([index.get(tuple(c[i] for c in cols), -1) for i in range(flat.sizes["point"])], np.int64)
+    if np.any(pos < 0):
+        raise ValueError(f"{root!r} holds points outside its sweep file's grid")
+    done = np.zeros(grid.n_points, bool)
+    done[pos] = True
+    if complete and not done.all():
+        raise ValueError(f"{root!r}: {int((~done).sum())} of {grid.n_points} points not finished "
+                         "(run the sweep again to finish it, or load(..., complete=False))")
+    dim_names = [d.name for d in grid.dims]
+    data = {}
+    for name, var in flat.data_vars.items():
+        if name in grid.variables:
+            continue
+        rest = var.shape[1:]
+        if var.dtype == bool:
+            arr = np.zeros((grid.n_points,) + rest, bool)
+        else:
+            dtype = var.dtype if np.issubdtype(var.dtype, np.floating) else np.float64
+            arr = np.full((grid.n_points,) + rest, np.nan, dtype=dtype)
+        arr[pos] = var.values
+        data[name] = (dim_names + list(var.dims[1:]), arr.reshape(grid.shape + rest), var.attrs)
+    coords = {}
+    for d in grid.dims:
+        for v, vals in d.values.items():
+            coords[v] = (d.name, list(vals))
+    for c in flat.coords:
+        if c not in grid.variables and "point" not in flat[c].dims:
+            coords[c] = flat[c].values
+    out = xr.Dataset(data, coords=coords)
+    if not complete:
+        out["done"] = (dim_names, done.reshape(grid.shape))
+    out.attrs = {**man.get("attrs", {}), "sweep": sweep.text, "jaxattn_version": man.get("version", "")}
+    return out

@@ -1,0 +1,251 @@
+"""Sweep files: a declarative grid over one experiment, parsed and validated before anything runs.
+
+A sweep file is TOML::
+
+    model = "slm_sgd"                 # an experiment registered in jaxattn.engine.registry
+
+    [fixed]                           # the config's fields, and axes held at one value
+    D = 200
+    prior = { family = "onehot", F = 2, nu = 9.0 }
+
+    [grid]                            # one dimension per axis, outer product in file order
+    seed = { range = [0, 8] }         # 0, 1, ..., 7
+    H = [1, 2, 4]
+    eta = { logspace = [0.1, 1.0, 4] }   # 4 values, geometric from 0.1 to 1
+    signal = { linspace = [0.5, 2.0, 4] }
+
+    [grid.zip.shape]                  # zipped axes: one dimension "shape" walking both together
+    L = [4, 8]
+    batch_size = [1, 2]
+
+    [execution]                       # optional
+    block = 4                         # streams per block (the experiment's default if absent)
+    group = 2                         # members of a stream computed together
+    chunk_size = 64                   # points per stored chunk (default: from memory_budget)
+    memory_budget = "2GB"
+
+The ``[fixed]`` fields are those of the experiment's config type (:mod:`jaxattn.engine.config`),
+so a sweep file takes exactly what the Python API and the command line take. Every mistake is
+collected and reported at once, each with its path in the file (``grid.eta.logspace: ...``), as
+a :class:`SweepFileError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxattn.engine import config as cfgs
+from jaxattn.engine import registry
+from jaxattn.engine.axes import Dim, Grid, check_dims, parse_dims
+from jaxattn.engine.run import DEFAULT_MEMORY_BUDGET
+
+TOP_KEYS = ("model", "fixed", "grid", "execution")
+EXECUTION_KEYS = ("block", "group", "chunk_size", "memory_budget")
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+class SweepFileError(ValueError):
+    """Every problem found in a sweep file, each as ``path: message``."""
+
+    def __init__(self, problems: list[str], source: str = "sweep file"):
+        self.problems = list(problems)
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A validated sweep: the experiment, its config, the axes held fixed, the grid dimensions
+    and the execution options. ``text`` is the file as written (stored with the results)."""
+
+    model: str
+    fixed: dict[str, Any]  # the [fixed] table as written
+    dims: tuple[Dim, ...]
+    config: Any = None
+    fixed_axes: dict[str, Any] = field(default_factory=dict)
+    block: int | None = None
+    group: int | None = None
+    chunk_size: int | None = None
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    text: str = field(default="", compare=False)
+
+    @property
+    def experiment(self):
+        return registry.get(self.model)
+
+    @property
+    def grid(self) -> Grid:
+        return Grid(self.dims)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.grid.shape
+
+    @property
+    def n_points(self) -> int:
+        return self.grid.n_points
+
+    @property
+    def variables(self) -> list[str]:
+        return self.grid.variables
+
+    def points(self) -> dict[str, list]:
+        """The grid's points (flat order) as columns, one list per variable."""
+        pts = self.grid.points()
+        return {v: [p[i] for p in pts] for i, v in enumerate(self.variables)}
+
+    def identity(self, block: int, group: int) -> str:
+        """A hash of what determines the numbers (experiment, config, fixed axes, block shape):
+        two sweeps with equal identities may share stored chunks."""
+        blob = json.dumps({"model": self.model, "config": cfgs.to_json(self.config), "fixed": self.fixed_axes,
+                           "block": block, "group": group}, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def parse_size(value) -> int:
+    """``"2GB"``, ``"512MiB"`` or a number of bytes."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size like '2GB', got {value!r}")
+    if isinstance(value, int):
+        n = value
+    else:
+        m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"expected a size like '2GB' or '512MiB', got {value!r}")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n <= 0:
+        raise ValueError(f"must be positive, got {value!r}")
+    return n
+
+
+def parse(text: str, source: str = "sweep file") -> Sweep:
+    """Parse and validate a sweep file's text; raises :class:`SweepFileError` listing every
+    problem found (TOML syntax errors are reported alone: nothing else can be read then)."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise SweepFileError([f"TOML syntax: {err}"], source) from None
+    problems: list[str] = []
+    for key in doc:
+        if key not in TOP_KEYS:
+            problems.append(f"{key}: unknown key (expected one of {', '.join(TOP_KEYS)})")
+    names = registry.names()
+    model_name = doc.get("model")
+    experiment = None
+    if model_name is None:
+        problems.append(f"model: missing (one of {', '.join(names)})")
+    elif model_name not in names:
+        problems.append(f"model: unknown model {model_name!r} (one of {', '.join(names)})")
+    else:
+        experiment = registry.get(model_name)
+    tables = {}
+    for name in ("fixed", "grid", "execution"):
+        tbl = doc.get(name, {})
+        if not isinstance(tbl, dict):
+            problems.append(f"{name}: expected a table, got {type(tbl).__name__}")
+            tbl = {}
+        tables[name] = tbl
+    fixed, execution = tables["fixed"], tables["execution"]
+    dims = parse_dims(tables["grid"], problems)
+
+    variables = [v for d in dims for v in d.values]
+    for v in sorted({v for v in variables if variables.count(v) > 1}):
+        problems.append(f"grid: variable {v!r} appears in more than one dimension")
+    dim_names = [d.name for d in dims]
+    for n in sorted({n for n in dim_names if dim_names.count(n) > 1}):
+        problems.append(f"grid.zip.{n}: dimension name used twice")
+    for v in sorted(set(variables) & set(fixed)):
+        problems.append(f"fixed.{v}: also a grid axis (give it in one place)")
+
+    opts: dict[str, Any] = {}
+    for key, value in execution.items():
+        if key not in EXECUTION_KEYS:
+            problems.append(f"execution.{key}: unknown key (expected one of {', '.join(EXECUTION_KEYS)})")
+        elif key == "memory_budget":
+            try:
+                opts[key] = parse_size(value)
+            except ValueError as err:
+                problems.append(f"execution.memory_budget: {err}")
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            problems.append(f"execution.{key}: expected an integer >= 1, got {value!r}")
+        else:
+            opts[key] = value
+
+    config, fixed_axes = None, {}
+    if experiment is not None:
+        axes = experiment.axis
+        for name, value in fixed.items():
+            if name in axes:
+                try:
+                    fixed_axes[name] = axes[name].check(value)
+                except (ValueError, TypeError) as err:
+                    problems.append(f"fixed.{name}: {err}")
+        fields = {k: v for k, v in fixed.items() if k not in axes}
+        unknown = [k for k in fields if k not in experiment.fields()]
+        for k in unknown:
+            problems.append(f"fixed.{k}: unknown parameter (expected one of "
+                            f"{', '.join(sorted(set(experiment.fields()) | set(axes)))})")
+        config, cproblems = cfgs.from_mapping(experiment.config_type, {k: v for k, v in fields.items()
+                                                                       if k not in unknown})
+        problems += cproblems
+        dims = check_dims(dims, axes, problems,
+                          where=lambda d, v: f"grid.{v}" if d.name == v else f"grid.zip.{d.name}.{v}")
+    if problems:
+        raise SweepFileError(problems, source)
+    return Sweep(model_name, fixed, tuple(dims), config, fixed_axes, text=text, **opts)
+
+
+def load_file(path) -> Sweep:
+    """Read and validate a sweep file."""
+    with open(path, encoding="utf-8") as f:
+        return parse(f.read(), source=str(path))
+
+
+def read_sweep(root: str) -> Sweep:
+    """The sweep file a store was made with."""
+    path = os.path.join(root, "sweep.toml")
+    with open(path, encoding="utf-8") as f:
+        return parse(f.read(), source=path)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items() if x is not None) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps(model: str, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
+          execution: dict | None = None) -> str:
+    """The sweep file of a run: ``model``, its config's fields (those not ``None``) and ``fixed``
+    axis values under ``[fixed]``, the grid's dimensions (zips as ``[grid.zip.NAME]``) and the
+    execution options. :func:`parse` reads it back to the same run."""
+    lines = [f"model = {_toml_value(model)}", "", "[fixed]"]
+    fields = registry.get(model).fields()
+    values = {k: v for k, v in (cfgs.to_json(config) if config is not None else {}).items() if k in fields}
+    values.update(fixed or {})
+    lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
+    zips = []
+    lines += ["", "[grid]"]
+    for d in (grid.dims if grid is not None else ()):
+        if len(d.values) == 1 and d.name in d.values:
+            lines.append(f"{d.name} = {_toml_value(list(d.values[d.name]))}")
+        else:
+            zips.append(d)
+    for d in zips:
+        lines += ["", f"[grid.zip.{d.name}]"] + [f"{k} = {_toml_value(list(v))}" for k, v in d.values.items()]
+    if execution:
+        lines += ["", "[execution]"] + [f"{k} = {_toml_value(v)}" for k, v in execution.items() if v is not None]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,42 @@
+"""Results as labelled datasets: save to netCDF and load again (a file, or a sweep store).
+
+A dataset's dimensions are its grid axes and the observables' own (``time``, ``head``, ...);
+its attributes hold the experiment, its configuration (as JSON text) and the package version, so
+a file says how to reproduce it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import xarray as xr
+
+ENGINE = "netcdf4"
+
+
+def save(ds: xr.Dataset, path: str | os.PathLike) -> str:
+    """Write ``ds`` to a netCDF file (``netcdf4`` engine); returns the path."""
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    ds.to_netcdf(path, engine=ENGINE)
+    return path
+
+
+def load(path: str | os.PathLike) -> xr.Dataset:
+    """Read a dataset written by :func:`save` fully into memory; a folder is read as a sweep
+    store (:func:`jaxattn.engine.load`: one dataset over the whole grid)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        from jaxattn.engine import load as load_store
+
+        return load_store(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such file: {path!r}")
+    with xr.open_dataset(path, engine=ENGINE) as ds:
+        return ds.load()
+
+
+def config_of(ds: xr.Dataset) -> dict:
+    """The configuration a dataset was made with (a dict of JSON values)."""
+    return json.loads(ds.attrs["config"])

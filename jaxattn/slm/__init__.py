@@ -1,0 +1,22 @@
+"""The single-location model of multi-head attention (Spec A), everything of it in one place.
+
+- the data: :mod:`~jaxattn.slm.priors` (``P_theta``), :mod:`~jaxattn.slm.task` (directions,
+  sampler split into ``draw`` and ``assemble``);
+- the network: :mod:`~jaxattn.slm.network` (keys and biases, prediction, order parameters,
+  the oracle Bayes-softmax network);
+- online SGD: :mod:`~jaxattn.slm.sgd` (an ``(init, step)`` pair, closed-form gradients);
+- the theory: :mod:`~jaxattn.slm.risk` (``R(M, Q, b)`` on a bank of draws and its minima),
+  :mod:`~jaxattn.slm.bayes` (posterior, estimator, Bayes risk), :mod:`~jaxattn.slm.ode` (the
+  order-parameter ODEs), :mod:`~jaxattn.slm.pruning`, :mod:`~jaxattn.slm.compare` (ODE against
+  SGD);
+- grids on the engine: :mod:`~jaxattn.slm.experiments` (:func:`train`, :func:`integrate`);
+- :mod:`~jaxattn.slm.plots` and the command line :mod:`~jaxattn.slm.cli`.
+"""
+
+from jaxattn.slm import bayes, network, ode, priors, pruning, risk, sgd, task
+from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.experiments import (GRID_AXES, SLM_ODE, SLM_SGD, integrate, measure_error, point_keys,
+                                     train)
+
+__all__ = ["GRID_AXES", "SLMConfig", "SLMODEConfig", "SLM_ODE", "SLM_SGD", "bayes", "integrate", "measure_error",
+           "network", "ode", "point_keys", "priors", "pruning", "risk", "sgd", "task", "train"]

@@ -1,0 +1,198 @@
+"""Command line of the single-location model: ``jaxattn slm train | compare | bayes-risk | prune``.
+
+The options are the fields of :class:`~jaxattn.slm.config.SLMConfig` (and, for ``compare``, of
+:class:`~jaxattn.slm.config.SLMODEConfig`) with their defaults, plus the grid axes as
+comma-separated lists (``--H 2,4 --eta 0.5,1``) and ``--seeds N`` for seeds ``0 .. N-1``.
+Every command accepts ``--json`` to print its headline numbers as one JSON object.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+import numpy as np
+
+from jaxattn.cli.common import Choice, axis_list, clean_errors, config_from, config_options, emit
+from jaxattn.core.attention import available_activations
+from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.experiments import AXES
+
+CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
+
+
+def prior_options(fn):
+    for opt in reversed([
+        click.option("--prior", type=Choice(["onehot", "flipped", "gaussian"]), default="onehot",
+                     show_default=True, help="P_theta: sqrt(nu) e_f, +-sqrt(nu) per direction, or N(0, nu I)."),
+        click.option("--F", "F", type=int, default=2, show_default=True, help="Number of latent directions."),
+        click.option("--nu", type=float, default=9.0, show_default=True, help="Signal strength of the prior."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def model_options(fn):
+    """The config's fields, the prior, the grid axes, ``--seeds`` and ``--progress``."""
+    for opt in reversed([axis_list(a) for a in AXES if a.name != "seed"] + [
+        click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1."),
+        click.option("--progress/--no-progress", default=True, show_default=True),
+    ]):
+        fn = opt(fn)
+    return prior_options(config_options(SLMConfig, choices=CHOICES)(fn))
+
+
+def _prior(o: dict):
+    from jaxattn.slm import priors
+
+    return priors.from_name(o["prior"], o["F"], o["nu"])
+
+
+def _seeds(o: dict) -> list[int]:
+    if o["seeds"] < 1:
+        raise ValueError(f"seeds must be >= 1, got {o['seeds']}")
+    return list(range(o["seeds"]))
+
+
+def _train(o: dict):
+    from jaxattn.slm.experiments import train as run
+
+    config = config_from(SLMConfig, o, prior=_prior(o))
+    return run(config, seed=_seeds(o), H=o["H"], L=o["L"], eta=o["eta"], signal=o["signal"], progress=o["progress"])
+
+
+def _bayes(prior, L, n=100_000, seed=0):
+    import jax
+
+    from jaxattn.slm.bayes import bayes_risk
+
+    with jax.enable_x64(True):
+        return bayes_risk(prior, L, n=n, key=jax.random.key(seed))
+
+
+@click.group()
+def slm():
+    """The single-location model (Spec A): online SGD, Bayes risk, head pruning, ODE vs SGD."""
+
+
+@slm.command()
+@model_options
+@click.option("--out", default="results/slm_train.nc", show_default=True, help="netCDF file of the dataset.")
+@click.option("--figure", default="results/slm_train.png", show_default=True, help="PNG of M(t) and error(t).")
+@click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
+@clean_errors
+def train(out, figure, as_json, **o):
+    """Train a grid (seeds x H x L x eta x signal) by online SGD; write the dataset and a figure."""
+    from jaxattn import io
+    from jaxattn.slm import plots
+
+    ds = _train(o)
+    io.save(ds, out)
+    br = _bayes(_prior(o).scaled(o["signal"][0]), o["L"][0]).risk
+    if figure:
+        plots.training_figure(ds, bayes_risk=br, path=figure)
+    final = ds["error"].isel(time=-1)
+    mean = final.mean("seed").values.ravel().tolist()
+    emit({
+        "final_error": mean[0] if len(mean) == 1 else mean,
+        "final_error_std": float(final.std("seed").values.ravel()[0]),
+        "bayes_risk": br,
+        "n_runs": int(final.size),
+        "n_diverged": int(ds["diverged"].sum()),
+        "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+        "out": out,
+        "figure": figure,
+    }, as_json)
+
+
+@slm.command()
+@model_options
+@config_options(SLMODEConfig, skip=tuple(f for f in SLMConfig.__dataclass_fields__))
+@click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
+@click.option("--figure", default="results/slm_compare.png", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@clean_errors
+def compare(gradient_flow, figure, as_json, **o):
+    """Theory against simulation: the order-parameter ODE and online SGD on one configuration."""
+    from jaxattn.slm import compare as sc
+
+    if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
+        raise ValueError("compare takes one value each of H, L, eta and signal")
+    config = config_from(SLMODEConfig, o, prior=_prior(o))
+    c = sc.compare(config, seeds=o["seeds"], H=o["H"][0], L=o["L"][0], eta=o["eta"][0], signal=o["signal"][0],
+                   noise=not gradient_flow, progress=o["progress"])
+    if figure:
+        os.makedirs(os.path.dirname(os.path.abspath(figure)), exist_ok=True)
+        sc.figure(c, figure)
+    emit({**c.deviations, "figure": figure}, as_json)
+
+
+@slm.command("bayes-risk")
+@prior_options
+@click.option("--L", "L", type=int, default=4, show_default=True)
+@click.option("--n", type=int, default=200_000, show_default=True, help="Monte Carlo samples.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@clean_errors
+def bayes_risk(prior, F, nu, L, n, seed, as_json):
+    """The Bayes risk 1 - E[p_eps] of a prior, with its Nishimori twin and standard error."""
+    r = _bayes(_prior(dict(prior=prior, F=F, nu=nu)), L, n=n, seed=seed)
+    emit({"bayes_risk": r.risk, "bayes_risk_nishimori": r.risk_nishimori, "stderr": r.se_p_eps,
+          "prior": prior, "F": F, "L": L, "nu": nu}, as_json)
+
+
+@slm.command()
+@model_options
+@click.option("--from", "source", default=None, help="Prune the runs of a saved dataset instead of training.")
+@click.option("--n-bank", type=int, default=20000, show_default=True, help="Monte Carlo draws of R(M,Q,b).")
+@click.option("--figure", default="results/slm_prune.png", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@clean_errors
+def prune(source, n_bank, figure, as_json, **o):
+    """Greedy head pruning of trained models: risk against heads removed."""
+    import jax
+
+    from jaxattn import io
+    from jaxattn.slm import priors
+    from jaxattn.slm.pruning import prune_greedy
+    from jaxattn.slm.risk import make_bank
+
+    ds = io.load(source) if source else _train(o)
+    cfg = io.config_of(ds)
+    prior = priors.from_spec(cfg["prior"])
+    point = ds.isel(time=-1, H=-1, L=0, eta=0, signal=0)
+    H, L = int(point["H"]), int(point["L"])
+    curves, removed = [], []
+    with jax.enable_x64(True):
+        bank = make_bank(prior.scaled(float(point["signal"])), L, H, n=n_bank)
+        for s in range(point.sizes["seed"]):
+            p = point.isel(seed=s)
+            if bool(p["diverged"]):
+                continue
+            M, Q, b = p["M"].values[:H], p["Q"].values[:H, :H], p["b"].values[:H]
+            r = prune_greedy(M, Q, b, bank, cfg["activation"], cfg["aggregation"])
+            curves.append(r.risk.tolist())
+            removed.append(r.removed.tolist())
+    if not curves:
+        raise ValueError("every run diverged: nothing to prune")
+    mean = np.mean(curves, axis=0).tolist()
+    if figure:
+        _prune_figure(curves, cfg["activation"], figure)
+    emit({"activation": cfg["activation"], "H": H, "risk_vs_removed": mean, "per_seed": curves,
+          "removed": removed, "figure": figure}, as_json)
+
+
+def _prune_figure(curves, activation, path):
+    from jaxattn.plots import plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    for c in curves:
+        ax.plot(range(len(c)), c, color="0.7", marker=".")
+    ax.plot(range(len(curves[0])), np.mean(curves, axis=0), color="k", marker="o", label=activation)
+    ax.set_xlabel("heads removed")
+    ax.set_ylabel("risk R(M, Q, b)")
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

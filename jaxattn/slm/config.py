@@ -1,0 +1,134 @@
+"""The single-location model's fixed parameters (Spec A): one config for the Python API, the
+command line and sweep files, whose fields :mod:`jaxattn.engine.config` reads everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from jaxattn.core import checks
+from jaxattn.core.attention import activation_name, check_activation
+from jaxattn.slm import priors
+
+
+def _help(text: str, **more) -> dict:
+    return {"help": text, **more}
+
+
+PRIOR_FIELD = _help("P_theta: a table {family = onehot | flipped | gaussian, F, nu} or {family = discrete, "
+                    "support, weights}", parse=priors.from_spec, dump=priors.to_spec, cli=False)
+
+
+@dataclass(frozen=True)
+class SLMConfig:
+    """Everything about a grid of online-SGD runs except its axes (``seed``, ``H``, ``L``,
+    ``eta``, ``signal``).
+
+    Attributes:
+        D: embedding dimension (one compile per value).
+        prior: ``P_theta`` (its ``F`` is the number of latent directions).
+        activation, aggregation: see :mod:`jaxattn.core.attention`.
+        t_max: training time in units of ``samples / D``.
+        n_records: number of recording times, log-spaced from ``t_min`` to ``t_max`` (plus 0),
+            unless ``times`` lists them.
+        batch_size: samples per SGD step (mean gradient; ``t`` advances by ``batch_size / D``).
+        sigma0: initial keys ``k_h ~ N(0, sigma0^2 I_D)``.
+        bias_lr: bias step is ``bias_lr * eta / D``.
+        n_test: test samples for the recorded error (the same test set for every run and time).
+        share_data: common random numbers across everything but the seed.
+        directions_seed: seed of the latent directions and of the test set (shared by the grid).
+    """
+
+    D: int = field(default=200, metadata=_help("Embedding dimension."))
+    prior: priors.Prior = field(default_factory=lambda: priors.onehot(2, 9.0), metadata=PRIOR_FIELD)
+    activation: str = field(default="bayes_softmax", metadata=_help("Attention activation."))
+    aggregation: str | None = field(default=None, metadata=_help(
+        "Head aggregation, mean or sum (default: mean for softmax/linear, sum otherwise)."))
+    t_max: float = field(default=200.0, metadata=_help("Training time samples/D."))
+    n_records: int = field(default=25, metadata=_help("Log-spaced recordings."))
+    t_min: float = field(default=0.1, metadata=_help("First recording time after 0."))
+    times: tuple[float, ...] | None = field(default=None, metadata=_help("Recording times (instead of log-spaced)."))
+    batch_size: int = field(default=1, metadata=_help("Samples per SGD step."))
+    sigma0: float = field(default=1.0, metadata=_help("Initial key scale."))
+    bias_lr: float = field(default=1.0, metadata=_help("Bias step relative to eta / D."))
+    n_test: int = field(default=1000, metadata=_help("Test samples per record."))
+    share_data: bool = field(default=True, metadata=_help(
+        "Common random numbers across the grid (one data stream per seed)."))
+    directions_seed: int = field(default=0, metadata=_help("Seed of the latent directions and the test set."))
+
+    @property
+    def F(self) -> int:
+        return self.prior.F
+
+    def record_steps(self) -> np.ndarray:
+        """Step indices at which observables are recorded (sorted, unique, starting at 0)."""
+        if self.times is not None:
+            t = np.asarray(self.times, float)
+        else:
+            t = np.concatenate([[0.0], np.geomspace(min(self.t_min, self.t_max), self.t_max, self.n_records)])
+        return np.unique(np.round(t * self.D / self.batch_size).astype(np.int64))
+
+    def record_times(self) -> np.ndarray:
+        """The recording times ``t = samples / D`` of :meth:`record_steps`."""
+        return self.record_steps() * self.batch_size / self.D
+
+    def validate(self) -> "SLMConfig":
+        checks.integer("D", self.D, 1)
+        if self.D < self.F:
+            raise ValueError(f"D must be >= F, got D={self.D}, F={self.F}")
+        if activation_name(self.activation) != self.activation:
+            return _replace(self, activation=activation_name(self.activation)).validate()
+        check_activation(self.activation, self.aggregation)
+        checks.positive("t_max", self.t_max)
+        checks.positive("t_min", self.t_min)
+        checks.integer("n_records", self.n_records, 1)
+        if self.times is not None:
+            t = checks.as_array("times", self.times, ndim=1)
+            if t.size == 0 or np.any(t < 0):
+                raise ValueError(f"times must be a non-empty list of values >= 0, got {self.times!r}")
+        checks.integer("batch_size", self.batch_size, 1)
+        checks.positive("sigma0", self.sigma0, allow_zero=True)
+        checks.positive("bias_lr", self.bias_lr, allow_zero=True)
+        checks.integer("n_test", self.n_test, 1)
+        checks.integer("directions_seed", self.directions_seed, 0)
+        leaves = jax.tree_util.tree_leaves(self.prior)
+        if not leaves or not all(np.all(np.isfinite(np.asarray(x))) for x in leaves):
+            raise ValueError("prior must have finite parameters")
+        return self
+
+
+@dataclass(frozen=True)
+class SLMODEConfig(SLMConfig):
+    """The order-parameter ODEs' parameters: those of the online-SGD runs they describe (``D``
+    sets the initial overlaps, which are those of the SGD run of the same seed), plus the
+    Monte Carlo bank of the expectations and the solver's tolerances.
+
+    Attributes:
+        n_bank: draws of the bank (:func:`jaxattn.slm.risk.make_bank`).
+        bank_seed: seed of the bank.
+        rtol, atol: tolerances of the adaptive Dopri5 solver.
+        max_steps: solver steps before a solve is reported as failed.
+    """
+
+    n_bank: int = field(default=4000, metadata=_help("Monte Carlo draws of the ODE's expectations."))
+    bank_seed: int = field(default=0, metadata=_help("Seed of the bank."))
+    rtol: float = field(default=1e-5, metadata=_help("Relative tolerance of the solver."))
+    atol: float = field(default=1e-7, metadata=_help("Absolute tolerance of the solver."))
+    max_steps: int = field(default=20000, metadata=_help("Solver steps before a solve counts as failed."))
+
+    def validate(self) -> "SLMODEConfig":
+        super().validate()
+        checks.integer("n_bank", self.n_bank, 1)
+        checks.integer("bank_seed", self.bank_seed, 0)
+        checks.positive("rtol", self.rtol)
+        checks.positive("atol", self.atol)
+        checks.integer("max_steps", self.max_steps, 1)
+        return self
+
+
+def _replace(config, **changes):
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)

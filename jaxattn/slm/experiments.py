@@ -1,0 +1,374 @@
+"""What the engine runs for the single-location model: grids of online-SGD runs and of the
+order-parameter ODEs, and the Python API over them (:func:`train`, :func:`integrate`).
+
+Both take an :class:`~jaxattn.slm.config.SLMConfig` and the axes ``seed x H x L x eta x signal``
+(the ODEs also ``noise``). ``H`` and ``L`` are padded to their maxima and masked; with
+``share_data`` (the default) the points of one seed share one data stream: the same tokens,
+drawn once per step for all of them (common random numbers: paired comparisons across ``H``,
+``L``, ``eta``, ``signal`` and, between runs, activations). A point's keys come from its own
+values (:func:`point_keys`), never from its place in the grid.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from jaxattn import engine
+from jaxattn.core.attention import prefix_mask
+from jaxattn.engine import Experiment, Grid, Layout, float_axis, int_axis, over_groups, stream_values
+from jaxattn.slm import network as mh
+from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import priors
+from jaxattn.slm import sgd as osgd
+from jaxattn.slm import task
+from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.risk import make_bank
+
+GRID_AXES = ("seed", "H", "L", "eta", "signal")
+HYPER = frozenset({"H", "L", "eta", "signal"})
+
+AXES = (
+    int_axis("seed", 0, 0, help="Seed of the initial keys and of the data stream."),
+    int_axis("H", 2, 1, shared=True, help="Heads."),
+    int_axis("L", 4, 2, shared=True, help="Sequence length."),
+    float_axis("eta", 1.0, shared=True, help="Learning rate."),
+    float_axis("signal", 1.0, allow_zero=True, shared=True, help="Scale of theta."),
+)
+
+
+def _noise(v):
+    if isinstance(v, str) or float(v) not in (0.0, 1.0):
+        raise ValueError(f"noise must be 0 or 1, got {v!r}")
+    return float(v)
+
+
+ODE_AXES = AXES + (engine.Axis("noise", "float", 1.0, _noise, shared=True,
+                               help="1: online SGD (the eta^2 noise term), 0: gradient flow."),)
+
+
+def _bits(x: float) -> int:
+    return int(np.asarray(x, np.float32).view(np.uint32))
+
+
+def point_keys(share_data: bool, seed: int, H: int, L: int, eta: float, signal: float):
+    """The ``(init_key, data_key)`` of one run, from its own values only (never its position in a
+    grid, so a run's numbers do not depend on the grid around it). With ``share_data`` the data
+    key depends on the seed alone: common random numbers across the other axes."""
+    base = jax.random.key(seed)
+    dk = jax.random.fold_in(base, 1)
+    if not share_data:
+        for v in (H, L, _bits(eta), _bits(signal)):
+            dk = jax.random.fold_in(dk, v)
+    return jax.random.fold_in(base, 0), dk
+
+
+def directions_and_test_key(config: SLMConfig):
+    """The latent directions and the test-set key (both from ``directions_seed``)."""
+    dkey = jax.random.key(config.directions_seed)
+    return task.latent_directions(jax.random.fold_in(dkey, 0), config.D, config.F), jax.random.fold_in(dkey, 1)
+
+
+def _head_layout(times, H: int, F: int, last: str) -> Layout:
+    return Layout(
+        dims=dict(M=("time", "head", "direction"), Q=("time", "head", "head_"), b=("time", "head"),
+                  **{last: ("time",)}, diverged=()),
+        coords=dict(time=np.asarray(times), head=np.arange(H), head_=np.arange(H), direction=np.arange(F)),
+        long_names={"error": "test error |y - y_hat|^2 / D", "risk": "R(M, Q, b) along the ODE"})
+
+
+def _masked(M, Q, b, hm, bad=False):
+    """``NaN`` on padded heads (and everywhere once ``bad``)."""
+    return (jnp.where(bad | ~hm[..., None], jnp.nan, M), jnp.where(bad | ~(hm[..., None] & hm[..., None, :]), jnp.nan, Q),
+            jnp.where(bad | ~hm, jnp.nan, b))
+
+
+# --- online SGD ----------------------------------------------------------------------------------
+
+class SGDStatic(NamedTuple):
+    cfg: osgd.SGDConfig
+    gaps: tuple[int, ...]  # SGD steps before each recording (the first is 0: t = 0)
+    times: tuple[float, ...]
+    n_test: int
+    F: int
+    share_data: bool
+
+
+class OnlineSGD(Experiment):
+    """Online SGD on the single-location model (Spec A, section 2): ``M``, ``Q``, ``b`` and the
+    test error at the recording times, and whether the run diverged."""
+
+    name = "slm_sgd"
+    doc = "single-location model, online SGD (jaxattn.train)"
+    config_type = SLMConfig
+    axes = AXES
+    block = 2
+    group = 2
+
+    def shared_axes(self, config: SLMConfig) -> frozenset[str]:
+        return HYPER if config.share_data else frozenset()
+
+    def setup(self, config: SLMConfig, values):
+        cfg = osgd.SGDConfig(D=config.D, H_max=max(values["H"]), L_max=max(values["L"]),
+                             arch=mh.Arch(config.activation, config.aggregation), batch_size=config.batch_size,
+                             sigma0=float(config.sigma0), bias_lr=float(config.bias_lr))
+        steps = config.record_steps()
+        directions, test_key = directions_and_test_key(config)
+        shared = dict(directions=directions, prior=priors.astype(config.prior, jnp.float32), test_key=test_key)
+        static = SGDStatic(cfg, tuple(int(g) for g in np.diff(steps, prepend=0)),
+                           tuple(float(t) for t in steps * config.batch_size / config.D), config.n_test, config.F,
+                           config.share_data)
+        return static, shared
+
+    def params(self, static: SGDStatic, points) -> osgd.RunParams:
+        keys = [point_keys(static.share_data, *(points[k][i] for k in GRID_AXES)) for i in range(len(points["seed"]))]
+        return osgd.RunParams(
+            init_key=jnp.stack([k[0] for k in keys]), data_key=jnp.stack([k[1] for k in keys]),
+            eta=jnp.asarray(points["eta"], jnp.float32), signal=jnp.asarray(points["signal"], jnp.float32),
+            H=jnp.asarray(points["H"], jnp.int32), L=jnp.asarray(points["L"], jnp.int32))
+
+    def init(self, static: SGDStatic, shared, p, n_groups):
+        cfg = static.cfg
+        states = over_groups(lambda rp: jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r)))(rp), n_groups, p)
+        lead = p.eta.shape + (len(static.gaps),)
+        H = cfg.H_max
+        rec = dict(M=jnp.zeros(lead + (H, static.F)), Q=jnp.zeros(lead + (H, H)), b=jnp.zeros(lead + (H,)),
+                   error=jnp.zeros(lead))
+        return states, rec
+
+    def step(self, static: SGDStatic, shared, p, state, k, n_groups):
+        cfg, dirs, prior = static.cfg, shared["directions"], shared["prior"]
+        states, rec = state
+
+        def sgd_step(_, st):
+            # one batch per stream, drawn once and applied to every member of the stream
+            sv = stream_values((p.data_key, st.step))
+            batch = jax.vmap(lambda k, n: osgd.draw_batch(cfg, prior, k, n))(*sv)
+
+            def group(s, rp):
+                return jax.vmap(lambda b, s_, r_: jax.vmap(lambda a, c: osgd.update(cfg, dirs, a, c, b))(s_, r_))(
+                    batch, s, rp)
+
+            return over_groups(group, n_groups, st, p)
+
+        states = jax.lax.fori_loop(0, jnp.asarray(static.gaps)[k], sgd_step, states)
+        test = jax.vmap(lambda i: task.draw(jax.random.fold_in(shared["test_key"], i), prior, cfg.L_max, cfg.D))(
+            jnp.arange(static.n_test))
+
+        def observe(st: osgd.SGDState, rp: osgd.RunParams):
+            hm, pm = prefix_mask(rp.H, cfg.H_max), prefix_mask(rp.L, cfg.L_max)
+            M, Q = mh.order_parameters(st.params, dirs)
+
+            def err(d):
+                s = task.assemble(d, dirs, rp.L, rp.signal)
+                return mh.error(st.params, s.X, s.X[s.eps], cfg.arch, hm, pm)
+
+            e = jnp.mean(jax.lax.map(err, test, batch_size=min(static.n_test, 256)))
+            M, Q, b = _masked(M, Q, st.params.bias, hm, st.diverged)
+            return dict(M=M, Q=Q, b=b, error=jnp.where(st.diverged, jnp.nan, e))
+
+        obs = over_groups(lambda s, rp: jax.vmap(jax.vmap(observe))(s, rp), n_groups, states, p)
+        rec = jax.tree_util.tree_map(lambda r, o: jax.lax.dynamic_update_index_in_dim(r, o, k, 3), rec, obs)
+        return states, rec
+
+    def finish(self, static, shared, p, state, n_groups):
+        states, rec = state
+        return {**rec, "diverged": states.diverged}
+
+    def layout(self, static: SGDStatic) -> Layout:
+        return _head_layout(static.times, static.cfg.H_max, static.F, "error")
+
+    def bytes_per_point(self, static: SGDStatic) -> int:
+        c = static.cfg
+        per_step = 4 * (c.H_max * c.D * 3 + c.L_max * c.D * 2 * c.batch_size)
+        records = 4 * len(static.gaps) * (c.H_max * (static.F + c.H_max + 1) + 1)
+        return per_step + records
+
+    def progress_units(self, static: SGDStatic):
+        return np.asarray(static.gaps) * static.cfg.batch_size / static.cfg.D, "t"
+
+    def attrs(self, config: SLMConfig, static) -> dict:
+        return {"activation": config.activation, "D": config.D, "F": config.F}
+
+
+SLM_SGD = OnlineSGD()
+
+
+# --- the order-parameter ODEs --------------------------------------------------------------------
+
+class ODEStatic(NamedTuple):
+    arch: mh.Arch
+    H_max: int
+    L_max: int
+    D: int
+    F: int
+    sigma0: float
+    batch_size: int
+    times: tuple[float, ...]
+    rtol: float
+    atol: float
+    max_steps: int
+    chunk: int | None
+
+
+class OrderParameterODE(Experiment):
+    """The order-parameter ODEs of online SGD (Spec A, section 3) in float64, each point started
+    from the initial ``(M, Q, b)`` of the online-SGD run of the same seed (its keys drawn at
+    dimension ``D``): ``M``, ``Q``, ``b`` and the risk at the recording times, and whether the
+    solve failed (``diverged``)."""
+
+    name = "slm_ode"
+    doc = "single-location model, order-parameter ODEs (jaxattn.slm.ode)"
+    config_type = SLMODEConfig
+    axes = ODE_AXES
+    x64 = True
+    block = 2
+    group = 2
+
+    def shared_axes(self, config) -> frozenset[str]:
+        return HYPER | {"noise"}
+
+    def setup(self, config: SLMODEConfig, values):
+        H_max, L_max = max(values["H"]), max(values["L"])
+        bank = make_bank(config.prior, L_max, H_max, n=config.n_bank, key=jax.random.key(config.bank_seed),
+                         dtype=jnp.float64)
+        directions, _ = directions_and_test_key(config)
+        static = ODEStatic(mh.Arch(config.activation, config.aggregation), H_max, L_max, config.D, config.F,
+                           float(config.sigma0), config.batch_size, tuple(float(t) for t in config.record_times()),
+                           float(config.rtol), float(config.atol), int(config.max_steps), slm_ode.default_chunk())
+        return static, {"bank": bank, "directions": directions}
+
+    def params(self, static: ODEStatic, points):
+        return {"init_key": jnp.stack([point_keys(True, s, 0, 0, 0.0, 0.0)[0] for s in points["seed"]]),
+                **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
+                **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")}}
+
+    def _solve(self, static: ODEStatic, shared, p) -> dict:
+        """One group: ``p`` leaves ``(S, M)``; the initial conditions are those of each stream."""
+        def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
+            keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(jnp.float64)
+            dirs = shared["directions"].astype(jnp.float64)
+            return slm_ode.OrderParams(keys @ dirs.T / static.D, keys @ keys.T / static.D,
+                                       jnp.zeros(static.H_max, jnp.float64))
+
+        S, M = p["eta"].shape
+        start = jax.vmap(y0)(p["init_key"][:, 0])
+        flat = lambda x: x.reshape((S * M,) + x.shape[2:])  # noqa: E731
+        y = jax.tree_util.tree_map(lambda x: flat(jnp.broadcast_to(x[:, None], (S, M) + x.shape[1:])), start)
+        hm = jax.vmap(lambda h: prefix_mask(h, static.H_max))(flat(p["H"]))
+        args = slm_ode.ODEArgs(flat(p["eta"]) / static.batch_size, flat(p["signal"]), flat(p["noise"]), hm,
+                               jax.vmap(lambda n: prefix_mask(n, static.L_max))(flat(p["L"])))
+        sol = slm_ode.solve(y, args, shared["bank"], jnp.asarray(static.times), static.arch, static.rtol,
+                            static.atol, static.max_steps, static.chunk)
+        Mo, Qo, bo = _masked(sol.M, sol.Q, sol.b, hm[:, None, :])
+        out = dict(M=Mo, Q=Qo, b=bo, risk=sol.risk, diverged=~sol.ok)
+        return jax.tree_util.tree_map(lambda x: x.reshape((S, M) + x.shape[1:]), out)
+
+    def init(self, static, shared, p, n_groups):
+        one = jax.tree_util.tree_map(lambda x: x[:, 0], p)
+        shapes = jax.eval_shape(lambda q: self._solve(static, shared, q), one)
+        G = p["eta"].shape[1]
+        return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape[:1] + (G,) + s.shape[1:], s.dtype), shapes)
+
+    def step(self, static, shared, p, state, k, n_groups):
+        return over_groups(lambda q: self._solve(static, shared, q), n_groups, p)
+
+    def finish(self, static, shared, p, state, n_groups):
+        return state
+
+    def layout(self, static: ODEStatic) -> Layout:
+        return _head_layout(static.times, static.H_max, static.F, "risk")
+
+    def bytes_per_point(self, static: ODEStatic) -> int:
+        return 8 * len(static.times) * static.H_max * (static.F + static.H_max + 2) * 8
+
+    def attrs(self, config, static) -> dict:
+        return {"activation": config.activation, "D": config.D, "F": config.F}
+
+
+SLM_ODE = OrderParameterODE()
+
+
+# --- the Python API ------------------------------------------------------------------------------
+
+def _grid(experiment: Experiment, **values) -> Grid:
+    return Grid.from_values(experiment.axis, values)
+
+
+def train(
+    config: SLMConfig | None = None,
+    *,
+    seed: Sequence[int] | int = 0,
+    H: Sequence[int] | int = 2,
+    L: Sequence[int] | int = 4,
+    eta: Sequence[float] | float = 1.0,
+    signal: Sequence[float] | float = 1.0,
+    progress: bool = False,
+    devices=None,
+    block: int | None = None,
+    group: int | None = None,
+) -> xr.Dataset:
+    """Train the grid ``seed x H x L x eta x signal`` by online SGD; return the recorded
+    observables as a Dataset with dimensions ``(seed, H, L, eta, signal, time, head, direction)``.
+
+    Variables: ``M[..., time, head, direction]``, ``Q[..., time, head, head_]``,
+    ``b[..., time, head]`` (``NaN`` on padded heads), ``error[..., time]`` (test error
+    ``|y - y_hat|^2 / D``) and ``diverged[...]`` (a run whose loss became non-finite: its
+    observables are ``NaN`` from then on; the rest of the grid is unaffected).
+
+    The blocks of data streams are sharded over ``devices`` (default: all local devices); the
+    numbers depend on nothing but each point's values and the block shape (``block`` streams of
+    ``group`` members; :mod:`jaxattn.engine`).
+    """
+    grid = _grid(SLM_SGD, seed=seed, H=H, L=L, eta=eta, signal=signal)
+    return engine.run(SLM_SGD, config or SLMConfig(), grid, devices=devices, block=block, group=group,
+                      progress=progress)
+
+
+def integrate(
+    config: SLMODEConfig | None = None,
+    *,
+    seed: Sequence[int] | int = 0,
+    H: Sequence[int] | int = 2,
+    L: Sequence[int] | int = 4,
+    eta: Sequence[float] | float = 1.0,
+    signal: Sequence[float] | float = 1.0,
+    noise: Sequence[float] | float = 1.0,
+    progress: bool = False,
+    devices=None,
+    block: int | None = None,
+    group: int | None = None,
+) -> xr.Dataset:
+    """The order-parameter ODEs over the grid ``seed x H x L x eta x signal x noise`` (float64):
+    a Dataset with dimensions ``(seed, H, L, eta, signal, noise, time, head, ...)`` holding ``M``,
+    ``Q``, ``b``, ``risk`` and ``diverged`` (a failed solve). Each seed starts from the initial
+    order parameters of :func:`train`'s run of that seed, so theory and simulation are paired."""
+    if config is not None and not isinstance(config, SLMODEConfig):
+        import dataclasses
+
+        config = SLMODEConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
+    grid = _grid(SLM_ODE, seed=seed, H=H, L=L, eta=eta, signal=signal, noise=noise)
+    return engine.run(SLM_ODE, config or SLMODEConfig(), grid, devices=devices, block=block, group=group,
+                      progress=progress)
+
+
+def measure_error(
+    predict_fn, directions, prior: priors.Prior, L: int, *, n: int = 10_000, key=None, chunk: int = 2000
+) -> tuple[float, float]:
+    """Mean and standard error of ``|y - predict_fn(X)|^2 / D`` over ``n`` fresh samples of the
+    single-location model (``predict_fn`` maps one ``X`` of shape ``(L, D)`` to ``y_hat``)."""
+    key = jax.random.key(12345) if key is None else key
+    D = directions.shape[-1]
+
+    @jax.jit
+    def errs(k):
+        s = jax.vmap(lambda kk: task.sample(kk, directions, prior, L))(jax.random.split(k, chunk))
+        r = jax.vmap(lambda x, e: x[e] - predict_fn(x))(s.X, s.eps)
+        return jnp.sum(r * r, axis=-1) / D
+
+    e = np.concatenate([np.asarray(errs(jax.random.fold_in(key, i))) for i in range(-(-n // chunk))])
+    return float(e.mean()), float(e.std() / np.sqrt(e.size))

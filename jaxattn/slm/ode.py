@@ -1,0 +1,171 @@
+"""The order-parameter ODEs of online SGD on the single-location model (Spec A, section 3).
+
+As ``D -> inf`` at ``t = samples / D``, online SGD on ``(M, Q, b)`` follows (``L = R / 2``,
+``g[h, l] = d(loss)/d(chi[h, l])`` the per-sample score gradient, ``docs/theory/single_location.md``)
+
+    dM/dt = -eta (dL/dM + 2 (dL/dQ) M)
+    dQ/dt = -eta ((dL/dM) M^T + M (dL/dM)^T + 2 ((dL/dQ) Q + Q (dL/dQ))) + eta^2 E[g g^T]
+    db/dt = -eta dL/db
+
+with ``dL/dQ`` symmetric. The last term of ``dQ/dt`` is the SGD noise; without it this is
+gradient flow. Expectations are averages over a fixed :class:`~jaxattn.theory.slm_risk.Bank`
+(common random numbers), so the right-hand side is a deterministic smooth function and adaptive
+step control works. A mini-batch of ``B`` samples at learning rate ``eta`` follows the same ODE
+at ``eta / B`` (drift and noise both).
+
+Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5), vmapped over a grid of ``eta``,
+signal strength, noise switch, head/position masks and initial conditions: one compile per grid
+shape. A failed solve is reported per grid point (``ok``), never raised for the whole grid.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+import diffrax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float
+
+from jaxattn.slm.network import Arch
+from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
+
+
+class OrderParams(NamedTuple):
+    """The state of the ODEs: overlaps ``M[h, f] = k_h . s_f / D`` ``(H, F)``,
+    ``Q[h, h'] = k_h . k_h' / D`` ``(H, H)`` and biases ``b`` ``(H,)`` (Spec A, section 3)."""
+
+    M: Float[Array, "H F"]
+    Q: Float[Array, "H H"]
+    b: Float[Array, " H"]
+
+
+class ODEArgs(NamedTuple):
+    """Per-point values of an ODE grid (a grid is these with a leading axis)."""
+
+    eta: Float[Array, ""]
+    signal: Float[Array, ""]  # theta -> signal * theta
+    noise: Float[Array, ""]  # 1: online SGD, 0: gradient flow
+    head_mask: Bool[Array, " H"]
+    pos_mask: Bool[Array, " L"]
+
+
+def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None = None) -> OrderParams:
+    """``(dM/dt, dQ/dt, db/dt)`` at ``y``. With ``chunk``, the bank is read ``chunk`` draws at a
+    time (a ``lax.scan`` that sums the chunks' contributions; the result is the same to rounding)."""
+    hm, pm = args.head_mask, args.pos_mask
+    M, Q, b = y
+
+    def half_loss(chi, b):
+        return 0.5 * draw_loss(chi, b, arch.activation, arch.aggregation, hm, pm)
+
+    def sums(bk: Bank):
+        # One pass over the draws gives the per-draw score gradients g (for the noise term) and,
+        # pulled back through the linear map (M, Q) -> chi, the drift's dL/dM and dL/dQ.
+        bk = Bank(bk.z, bk.theta * args.signal, bk.weight)
+        chi, pullback = jax.vjp(lambda M, Q: bank_scores(M, Q, bk, hm), M, Q)
+        g, g_b = jax.vmap(jax.grad(half_loss, argnums=(0, 1)), in_axes=(0, None))(chi, b)
+        gM, gQ = pullback(bk.weight[:, None, None] * g)
+        # SGD noise: E[sum_l g[h,l] g[h',l]]
+        return gM, gQ, bk.weight @ g_b, jnp.einsum("n,nhl,nkl->hk", bk.weight, g, g)
+
+    if chunk is None or chunk >= bank.weight.shape[0]:
+        gM, gQ, gb, noise = sums(bank)
+    else:
+        # on a CPU a vmapped grid's per-draw arrays outgrow the caches; chunks keep them small
+        def body(acc, bk):
+            return jax.tree_util.tree_map(jnp.add, acc, sums(bk)), None
+
+        zero = (jnp.zeros_like(M), jnp.zeros_like(Q), jnp.zeros_like(b), jnp.zeros_like(Q))
+        (gM, gQ, gb, noise), _ = jax.lax.scan(body, zero, chunked(bank, chunk))
+    gQ = 0.5 * (gQ + gQ.T)
+    eta = args.eta
+    dM = -eta * (gM + 2.0 * gQ @ M)
+    dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ)) + args.noise * eta**2 * noise
+    return OrderParams(dM, 0.5 * (dQ + dQ.T), -eta * gb)
+
+
+def chunked(bank: Bank, chunk: int) -> Bank:
+    """The bank as ``ceil(n / chunk)`` chunks of ``chunk`` draws (a leading chunk axis), padded
+    with zero-weight draws, which contribute nothing to any average."""
+    n = bank.weight.shape[0]
+    k = -(-n // chunk)
+    pad = k * chunk - n
+
+    def split(x):
+        x = jnp.concatenate([x, jnp.zeros((pad, *x.shape[1:]), x.dtype)]) if pad else x
+        return x.reshape(k, chunk, *x.shape[1:])
+
+    return Bank(*(split(x) for x in bank))
+
+
+def default_chunk() -> int | None:
+    """Draws per chunk of :func:`rhs` in :func:`integrate_grid`: 1000 on a CPU (measured best on
+    a 32-point grid, ``benchmarks/slm_ode_throughput.py``), the whole bank on accelerators."""
+    return 1000 if jax.default_backend() == "cpu" else None
+
+
+class Solution(NamedTuple):
+    """Order parameters and the risk at the requested times; ``ok`` flags a successful solve."""
+
+    M: Array
+    Q: Array
+    b: Array
+    risk: Array
+    ok: Array
+
+
+def integrate_grid(
+    y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch,
+    rtol: float = 1e-5, atol: float = 1e-7, max_steps: int = 20000, chunk: int | None | str = "auto",
+) -> Solution:
+    """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
+    return the solution at the times ``ts``; one compile per grid shape. ``chunk``: draws of the
+    bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is :func:`default_chunk`."""
+    chunk = default_chunk() if chunk == "auto" else chunk
+    return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
+
+
+@partial(jax.jit, static_argnames=("arch", "max_steps", "chunk"))
+def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> Solution:
+    return solve(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
+
+
+def solve(y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch, rtol, atol,
+          max_steps: int, chunk: int | None) -> Solution:
+    """:func:`integrate_grid` unjitted (for the engine's block programs): the points of the
+    leading axis vmapped through one diffrax solve each."""
+
+    def one(y0, a):
+        def field(t, y, _):
+            return rhs(y, a, bank, arch, chunk)
+
+        def save(t, y, _):
+            bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
+            return y, risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
+
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Dopri5(), t0=0.0, t1=ts[-1], dt0=None, y0=y0,
+            saveat=diffrax.SaveAt(ts=ts, fn=save),
+            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+            max_steps=max_steps, throw=False,
+        )
+        (y, r) = sol.ys
+        return Solution(y.M, y.Q, y.b, r, sol.result == diffrax.RESULTS.successful)
+
+    return jax.vmap(one)(y0, args)
+
+
+def random_initial_conditions(key, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1) -> OrderParams:
+    """``(M, Q, b)`` of ``n`` random starts ``k_h ~ N(0, sigma0^2 I_D)``, ``b = 0``, with the exact
+    finite-``D`` law: ``M = sigma0 Z / sqrt(D)``, ``Q = M M^T + sigma0^2 W / D``, ``W`` Wishart
+    with ``D - F`` degrees of freedom. The ``O(1/sqrt(D))`` overlaps time the escape from the
+    unspecialised saddle as at that ``D``."""
+    k1, k2 = jax.random.split(key)
+    dtype = jnp.result_type(float)
+    M = sigma0 * jax.random.normal(k1, (n, H, F), dtype) / np.sqrt(D)
+    G = jax.random.normal(k2, (n, H, D - F), dtype)
+    Q = M @ jnp.swapaxes(M, 1, 2) + sigma0**2 * G @ jnp.swapaxes(G, 1, 2) / D
+    return OrderParams(M, Q, jnp.zeros((n, H), dtype))

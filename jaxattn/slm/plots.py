@@ -1,0 +1,69 @@
+"""Plots of single-location results: ``M(t)`` per head and the error against time."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+from jaxattn.plots import plt
+
+
+def _runs(ds: xr.Dataset) -> xr.Dataset:
+    """Every grid axis but ``seed`` reduced to its first value, for a quick look."""
+    sel = {d: 0 for d in ("H", "L", "eta", "signal") if d in ds.dims}
+    return ds.isel(sel)
+
+
+def plot_overlaps(ds: xr.Dataset, ax=None, **sel):
+    """``M[h, f](t)`` for every real head and direction (one line per seed; ``sel`` picks a grid
+    point, e.g. ``H=4``)."""
+    d = _runs(ds.sel(sel)) if sel else _runs(ds)
+    ax = ax or plt.subplots(figsize=(5, 3.5))[1]
+    t = d["time"].values
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for s in range(d.sizes.get("seed", 1)):
+        m = d["M"].isel(seed=s).values if "seed" in d.dims else d["M"].values
+        for h in range(m.shape[1]):
+            if np.all(np.isnan(m[:, h])):
+                continue  # a padded head
+            for f in range(m.shape[2]):
+                ax.plot(t, m[:, h, f], color=colors[f % len(colors)], alpha=0.8,
+                        ls=["-", "--", ":", "-."][h % 4], label=f"head {h}, s_{f}" if s == 0 else None)
+    ax.set_xscale("symlog", linthresh=max(t[1] if len(t) > 1 else 1.0, 1e-3))
+    ax.set_xlim(0, t[-1])
+    ax.set_xlabel("t = samples / D")
+    ax.set_ylabel("M[h, f]")
+    ax.legend(fontsize=7, ncol=2)
+    return ax
+
+
+def plot_error(ds: xr.Dataset, bayes_risk: float | None = None, ax=None, **sel):
+    """Test error against time (mean and spread over seeds), with the Bayes risk drawn in."""
+    d = _runs(ds.sel(sel)) if sel else _runs(ds)
+    ax = ax or plt.subplots(figsize=(5, 3.5))[1]
+    t = d["time"].values
+    e = d["error"].values.reshape(-1, len(t)) if "seed" in d.dims else d["error"].values[None]
+    mean = np.nanmean(e, axis=0)
+    ax.plot(t, mean, color="k", label=f"{ds.attrs.get('activation', '')} (mean of {len(e)})")
+    if len(e) > 1:
+        ax.fill_between(t, np.nanmin(e, axis=0), np.nanmax(e, axis=0), color="k", alpha=0.15)
+    if bayes_risk is not None:
+        ax.axhline(bayes_risk, color="C3", ls="--", label=f"Bayes risk {bayes_risk:.3f}")
+    ax.set_xscale("symlog", linthresh=max(t[1] if len(t) > 1 else 1.0, 1e-3))
+    ax.set_xlim(0, t[-1])
+    ax.set_xlabel("t = samples / D")
+    ax.set_ylabel("test error")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def training_figure(ds: xr.Dataset, bayes_risk: float | None = None, path: str | None = None):
+    """Overlaps and error side by side; saved to ``path`` if given."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
+    plot_overlaps(ds, ax=a)
+    plot_error(ds, bayes_risk, ax=b)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    return fig

@@ -1,0 +1,219 @@
+"""Population risk of the single-location model in its order parameters (Spec A, section 3).
+
+As ``D -> inf``, given ``theta`` and the location ``eps``, the head scores ``chi[., l]`` are
+independent over positions and Gaussian with mean ``M theta 1[l = eps]`` and covariance ``Q``;
+with ``w_l = sum_h sigma[h, l]`` the risk is
+
+    R(M, Q, b) = E[(1 - w_eps)^2 + sum_{l != eps} w_l^2].
+
+There is no closed form for softmax-type activations. :func:`make_bank` fixes the randomness once
+(common random numbers), so :func:`risk` is a smooth, deterministic, differentiable function of
+``(M, Q, b)``: Monte Carlo draws of the scores, or a Gauss-Hermite product rule when ``H * L`` is
+tiny. The latent is integrated exactly for discrete and flipped-spike priors (their support is
+enumerated) and by Monte Carlo (or Gauss-Hermite) for Gaussian priors. By permutation symmetry of
+the positions the location is fixed at ``eps = 0`` (position 0 is always a real position).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
+
+from jaxattn.slm import priors as _priors
+from jaxattn.core.attention import attention_weights, position_weights
+
+
+class Bank(NamedTuple):
+    """Fixed draws: standard-normal scores ``z[n, L, H]`` paired with latents ``theta[n, F]``
+    and weights ``weight[n]`` summing to one."""
+
+    z: Float[Array, "n L H"]
+    theta: Float[Array, "n F"]
+    weight: Float[Array, " n"]
+
+
+def theta_nodes(prior: _priors.Prior, key: PRNGKeyArray, n: int, order: int | None = None):
+    """Nodes and weights integrating ``P_theta``: the support (discrete), the ``2^F`` sign
+    combinations (flipped spike), or ``n`` draws / a Gauss-Hermite rule of ``order`` (Gaussian)."""
+    if isinstance(prior, _priors.Discrete):
+        return np.asarray(prior.support, float), np.asarray(prior.weights, float)
+    if isinstance(prior, _priors.FlippedSpike):
+        F = prior.F
+        if F > 12:
+            raise ValueError(f"flipped-spike prior with F={F} > 12: too many sign combinations")
+        signs = np.array(list(itertools.product([1.0, -1.0], repeat=F)))
+        return np.asarray(prior.mean_) + signs * np.asarray(prior.amplitude), np.full(2**F, 0.5**F)
+    if order is not None:
+        x, w = _hermite(order, prior.F)
+        return np.asarray(prior.mean_) + x @ np.asarray(prior.factor).T, w
+    th = np.asarray(prior.sample(key, (n,)), float)
+    return th, np.full(n, 1.0 / n)
+
+
+def _hermite(order: int, dim: int):
+    """Gauss-Hermite product rule for ``E f(z)``, ``z ~ N(0, I_dim)``."""
+    x, w = np.polynomial.hermite_e.hermegauss(order)
+    w = w / w.sum()
+    nodes = np.array(list(itertools.product(x, repeat=dim))).reshape(-1, dim)
+    weights = np.prod(np.array(list(itertools.product(w, repeat=dim))).reshape(-1, dim), axis=1)
+    return nodes, weights
+
+
+def make_bank(
+    prior: _priors.Prior,
+    L: int,
+    H: int,
+    *,
+    n: int = 20000,
+    key: PRNGKeyArray | None = None,
+    method: str = "mc",
+    order: int = 5,
+    dtype=None,
+) -> Bank:
+    """A bank of draws for :func:`risk` (``L``, ``H`` are the padded sizes).
+
+    ``method="mc"``: ``n`` Gaussian score draws, crossed with the latent's nodes (for a discrete
+    prior) or paired with ``n`` latent draws (Gaussian). ``method="quadrature"``: a Gauss-Hermite
+    rule of ``order`` points per score dimension, exact for tiny ``H * L`` (at most 8 dimensions).
+    """
+    key = jax.random.key(0) if key is None else key
+    k_z, k_t = jax.random.split(key)
+    if method == "quadrature":
+        if H * L > 8:
+            raise ValueError(f"method='quadrature' needs H * L <= 8, got H={H}, L={L}; use method='mc'")
+        zn, zw = _hermite(order, L * H)
+        tn, tw = theta_nodes(prior, k_t, n, order=order)
+        z = np.repeat(zn, len(tn), axis=0)
+        th = np.tile(tn, (len(zn), 1))
+        w = np.outer(zw, tw).ravel()
+    elif method == "mc":
+        zn = np.asarray(jax.random.normal(k_z, (n, L * H)), float)
+        if isinstance(prior, _priors.Gaussian):
+            th, w = theta_nodes(prior, k_t, n)
+            z = zn
+        else:
+            tn, tw = theta_nodes(prior, k_t, n)
+            z = np.repeat(zn, len(tn), axis=0)
+            th = np.tile(tn, (n, 1))
+            w = np.outer(np.full(n, 1.0 / n), tw).ravel()
+    else:
+        raise ValueError(f"method must be 'mc' or 'quadrature', got {method!r}")
+    dtype = dtype or jnp.result_type(float)
+    return Bank(
+        jnp.asarray(z.reshape(-1, L, H), dtype), jnp.asarray(th, dtype), jnp.asarray(w / w.sum(), dtype)
+    )
+
+
+def _cholesky(Q: Array, head_mask: Array) -> Array:
+    """Cholesky factor of ``Q`` restricted to the real heads (identity on padded ones), with a
+    tiny jitter so that rank-deficient ``Q`` (e.g. identical heads) stays factorisable."""
+    valid = head_mask[:, None] & head_mask[None, :]
+    Qm = jnp.where(valid, Q, jnp.eye(Q.shape[0], dtype=Q.dtype))
+    scale = jnp.max(jnp.abs(jnp.diag(Qm)))
+    jitter = (1e-10 if Q.dtype == jnp.float64 else 1e-5) * (1.0 + scale)
+    return jnp.linalg.cholesky(0.5 * (Qm + Qm.T) + jitter * jnp.eye(Q.shape[0], dtype=Q.dtype))
+
+
+def bank_scores(
+    M: Float[Array, "H F"], Q: Float[Array, "H H"], bank: Bank, head_mask: Bool[Array, " H"] | None = None
+) -> Float[Array, "n H L"]:
+    """The scores of every draw: ``chi[:, l] = C z_l + M theta 1[l = 0]`` with ``C C^T = Q``, i.e.
+    Gaussian with mean ``M theta`` at the relevant position 0 and covariance ``Q``."""
+    H = M.shape[0]
+    head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
+    M = jnp.where(head_mask[:, None], M, 0.0)
+    C = _cholesky(Q, head_mask)
+    chi = jnp.einsum("hk,nlk->nhl", C, bank.z)
+    return chi.at[:, :, 0].add(bank.theta @ M.T)
+
+
+def draw_loss(chi: Float[Array, "H L"], b, activation, aggregation=None, head_mask=None, pos_mask=None):
+    """``(1 - w_0)^2 + sum_{l>0} w_l^2`` for one draw of the scores (the relevant token at 0)."""
+    H, L = chi.shape
+    head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
+    b = jnp.where(head_mask, b, 0.0)
+    w = position_weights(attention_weights(
+        chi, b, activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=aggregation))
+    return jnp.sum((jnp.zeros(L, w.dtype).at[0].set(1.0) - w) ** 2)
+
+
+def risk_terms(
+    M: Float[Array, "H F"],
+    Q: Float[Array, "H H"],
+    b: Float[Array, " H"],
+    bank: Bank,
+    activation: str,
+    aggregation: str | None = None,
+    head_mask: Bool[Array, " H"] | None = None,
+    pos_mask: Bool[Array, " L"] | None = None,
+) -> Float[Array, " n"]:
+    """Per-draw losses ``(1 - w_0)^2 + sum_{l>0} w_l^2``; :func:`risk` is their weighted mean."""
+    chi = bank_scores(M, Q, bank, head_mask)
+    return jax.vmap(lambda c: draw_loss(c, b, activation, aggregation, head_mask, pos_mask))(chi)
+
+
+def risk(M, Q, b, bank: Bank, activation: str, aggregation=None, head_mask=None, pos_mask=None):
+    """``R(M, Q, b)`` (Spec A, section 3) on a fixed bank: deterministic and differentiable."""
+    return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
+
+
+class RiskMinimum(NamedTuple):
+    """The end point of :func:`minimise_risk` and its risk; ``grad_norm`` is the size of the
+    gradient there (in the ``(M, A, b)`` coordinates), a convergence check."""
+
+    M: Float[Array, "H F"]
+    Q: Float[Array, "H H"]
+    b: Float[Array, " H"]
+    risk: Float[Array, ""]
+    grad_norm: Float[Array, ""]
+
+
+def minimise_risk(
+    M0: Float[Array, "H F"],
+    Q0: Float[Array, "H H"],
+    b0: Float[Array, " H"],
+    bank: Bank,
+    activation: str,
+    aggregation: str | None = None,
+    head_mask: Bool[Array, " H"] | None = None,
+    pos_mask: Bool[Array, " L"] | None = None,
+    n_steps: int = 300,
+) -> RiskMinimum:
+    """A local minimum of ``R(M, Q, b)`` reached from ``(M0, Q0, b0)`` by L-BFGS (optax).
+
+    Only ``Q >= M M^T`` is realisable by keys (``Q - M M^T`` is the Gram matrix of the keys'
+    components outside the signal directions), so the search runs on ``(M, A, b)`` with
+    ``Q = M M^T + A A^T``. This is the end point gradient flow (the noise-free ODE) converges to
+    from a nearby start, without integrating the slow and sometimes stiff approach to it (a
+    softmax-1 head switching itself off sends ``b_h -> -inf``). Jit- and vmap-friendly: vmap it
+    over starts or over banks scaled to several signal strengths."""
+    H = M0.shape[0]
+    hm = jnp.ones(H, bool) if head_mask is None else head_mask
+
+    def f(p):
+        M, A, b = p
+        return risk(M, M @ M.T + A @ A.T, b, bank, activation, aggregation, hm, pos_mask)
+
+    R0 = Q0 - M0 @ M0.T
+    A0 = _cholesky(0.5 * (R0 + R0.T), hm) * hm[:, None]
+    params = (M0 * hm[:, None], A0, b0 * hm)
+    opt = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(f)
+
+    def step(carry, _):
+        params, state = carry
+        value, grad = value_and_grad(params, state=state)
+        updates, state = opt.update(grad, state, params, value=value, grad=grad, value_fn=f)
+        return (optax.apply_updates(params, updates), state), None
+
+    (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), length=n_steps)
+    M, A, b = params
+    value, g = jax.value_and_grad(f)(params)
+    gn = jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(g)))
+    return RiskMinimum(M, M @ M.T + A @ A.T, b, value, gn)

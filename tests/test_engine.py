@@ -1,0 +1,257 @@
+"""The engine's contract, for every registered experiment: one trace per sweep whatever its
+number of points; a point's bits the same alone or inside a larger grid, through the API or a
+sweep, with any chunk size, on 1 or 4 devices; SIGKILL and resume equal to an uninterrupted run;
+common random numbers drawn once per stream and step."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import equinox as eqx
+import numpy as np
+import pytest
+
+from jaxattn import engine
+from jaxattn.copyhead.config import CopyConfig, CopySGLDConfig, CopyTheoryConfig
+from jaxattn.engine import Grid
+from jaxattn.slm.config import SLMConfig, SLMODEConfig
+
+# Small runs of every experiment. ``grid`` has several streams (chunks of one stream each are
+# several chunks) and members; ``alone`` is one of its points, at another block slot than (0,0,0).
+CASES = {
+    "slm_sgd": dict(config=SLMConfig(D=24, t_max=0.5, n_records=2, n_test=16),
+                    grid=dict(seed=[0, 1, 2], H=[1, 2], eta=[0.5, 1.0]), alone=dict(seed=2, H=2, eta=1.0)),
+    "slm_ode": dict(config=SLMODEConfig(D=24, t_max=0.5, n_records=2, n_bank=64),
+                    grid=dict(seed=[0, 1, 2], H=[1, 2], noise=[0.0, 1.0]), alone=dict(seed=1, H=2, noise=1.0)),
+    "copy_adam": dict(config=CopyConfig(L=4, V=2, n_steps=30, n_test=20),
+                      grid=dict(P=[5, 12], seed=[0, 1, 2], init=["random", "copy"]),
+                      alone=dict(P=12, seed=2, init="copy")),
+    "copy_sgld": dict(config=CopySGLDConfig(L=4, V=2, N=4.0, n_steps=20, burn_in=10, thin=5, n_test=20),
+                      grid=dict(P=[5, 12], start=["uniform", "copy"], data_seed=[0, 1, 2], chain=[0, 1]),
+                      alone=dict(P=12, start="copy", data_seed=1, chain=1)),
+    "copy_theory": dict(config=CopyTheoryConfig(), grid=dict(L=[8, 12], P=[50.0, 100.0, 400.0]),
+                        alone=dict(L=12, P=400.0)),
+}
+
+
+def _equal(a, b, exact=True):
+    assert set(a.data_vars) == set(b.data_vars)
+    for k in a.data_vars:
+        x, y = np.asarray(a[k].values), np.asarray(b[k].values)
+        assert x.dtype == y.dtype, k
+        np.testing.assert_array_equal(x, y, err_msg=k)  # NaN == NaN here
+
+
+def _grid(name, values):
+    return Grid.from_values(engine.get(name).axis, values)
+
+
+def _select(ds, point):
+    return ds.sel({k: [v] for k, v in point.items()})
+
+
+def test_every_registered_experiment_has_a_case():
+    assert set(engine.names()) >= set(CASES) and set(CASES) >= {n for n in engine.names() if n in engine.registry.BUILTIN}
+
+
+def _count_traces(exp, monkeypatch):
+    """Wrap the experiment's programs' pieces to count (and cap at one) their traces."""
+    engine.clear_caches()
+    counted = {}
+    for fn in ("init", "step", "finish"):
+        counted[fn] = eqx.debug.assert_max_traces(getattr(type(exp), fn).__get__(exp), max_traces=1)
+        monkeypatch.setattr(exp, fn, counted[fn])
+    return counted
+
+
+def _assert_one_trace(counted):
+    for fn, wrapped in counted.items():
+        assert eqx.debug.get_num_traces(wrapped) == 1, fn
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
+    case, exp = CASES[name], engine.get(name)
+    try:
+        # a sweep of the grid in chunks of one stream: several chunks (the last one padded), one trace
+        text = engine.dumps(name, case["config"], _grid(name, case["grid"]), execution={"chunk_size": 1})
+        counted = _count_traces(exp, monkeypatch)
+        rep = engine.run_sweep(engine.parse(text), str(tmp_path / "s"))
+        assert len(rep.computed) > 1 and not rep.failed
+        _assert_one_trace(counted)
+        # in memory, through the API's engine call: the same bits
+        counted = _count_traces(exp, monkeypatch)
+        full = engine.run(exp, case["config"], _grid(name, case["grid"]))
+        _assert_one_trace(counted)
+        _equal(engine.load(str(tmp_path / "s")), full)
+        monkeypatch.undo()
+        # the same point alone: another block, another slot, one group instead of several
+        alone = engine.run(exp, case["config"], _grid(name, {k: [v] for k, v in case["alone"].items()}))
+        _equal(alone, _select(full, case["alone"]))
+    finally:
+        monkeypatch.undo()
+        engine.clear_caches()
+
+
+def test_a_grid_point_is_checked_and_errors_name_the_axis():
+    exp = engine.get("slm_sgd")
+    with pytest.raises(engine.GridError, match="H must be >= 1"):
+        engine.run(exp, SLMConfig(D=24), Grid((engine.Dim("H", {"H": (0,)}),)))
+    with pytest.raises(ValueError, match="eta has repeated values"):
+        _grid("slm_sgd", dict(eta=[1.0, 1.0]))
+    with pytest.raises(ValueError, match="colour is not an axis"):
+        _grid("slm_sgd", dict(colour=[1]))
+    with pytest.raises(engine.GridError, match="block must be an integer >= 1"):
+        engine.run(exp, SLMConfig(D=24), _grid("slm_sgd", dict(seed=0)), block=0)
+
+
+def test_shared_stream_is_drawn_once_per_stream_and_step(monkeypatch):
+    """8 members of 2 streams: the tokens are drawn for each stream slot and step, not for each
+    point (counted at run time, through a callback in an instrumented draw)."""
+    import jax
+
+    from jaxattn.slm import sgd
+
+    draws = []
+    original = sgd.draw_batch
+
+    def counted(cfg, prior, key, step):
+        jax.debug.callback(lambda n: draws.append(np.size(n)), step)  # batched over streams under vmap
+        return original(cfg, prior, key, step)
+
+    monkeypatch.setattr(sgd, "draw_batch", counted)
+    engine.clear_caches()
+    try:
+        config = SLMConfig(D=16, times=(0.0, 5 / 16), n_test=8)
+        grid = _grid("slm_sgd", dict(seed=[0, 1], H=[1, 2], eta=[0.5, 1.0], signal=[0.5, 1.0]))
+        engine.run(engine.get("slm_sgd"), config, grid, block=2, group=4)
+        assert sum(draws) == 2 * 5  # 2 stream slots (one block) x 5 steps: 10 draws for 16 points
+        draws.clear()
+        unshared = SLMConfig(D=16, times=(0.0, 5 / 16), n_test=8, share_data=False)
+        engine.run(engine.get("slm_sgd"), unshared, grid, block=2)
+        assert sum(draws) == 16 * 5  # one stream per point
+    finally:
+        engine.clear_caches()
+
+
+def test_members_of_a_stream_see_the_data_of_that_stream_alone():
+    """Common random numbers: each member of a 4-member stream follows exactly the run of that
+    member alone (the same stream), and two learning rates move the keys in proportion at step 1."""
+    from jaxattn import slm
+
+    config = SLMConfig(D=50, times=(0.0, 0.02), n_test=16, sigma0=0.5)
+    ds = slm.train(config, seed=0, H=2, L=4, eta=[0.1, 0.2, 0.3, 0.4])
+    one = slm.train(config, seed=0, H=2, L=4, eta=0.3)
+    _equal(one, ds.sel(eta=[0.3]))
+    d = (ds["M"].isel(time=1) - ds["M"].isel(time=0)).isel(seed=0, H=0, L=0, signal=0).values
+    np.testing.assert_allclose(d[1], 2 * d[0], rtol=0.05, atol=1e-5)
+
+
+def test_cli_list_flags_and_the_equivalent_sweep_file_give_the_same_bits(tmp_path):
+    from click.testing import CliRunner
+
+    from jaxattn import io
+    from jaxattn.cli import main
+
+    r = CliRunner().invoke(main, ["--no-cache", "slm", "train", "--D", "24", "--t-max", "0.5", "--n-records", "2",
+                                  "--n-test", "16", "--H", "1,2", "--eta", "0.5,1", "--seeds", "2", "--no-progress",
+                                  "--out", str(tmp_path / "cli.nc"), "--figure", "", "--json"])
+    assert r.exit_code == 0, r.output
+    cli = io.load(tmp_path / "cli.nc")
+    f = tmp_path / "same.toml"
+    f.write_text(textwrap.dedent("""
+        model = "slm_sgd"
+        [fixed]
+        D = 24
+        t_max = 0.5
+        n_records = 2
+        n_test = 16
+        [grid]
+        seed = [0, 1]
+        H = [1, 2]
+        L = [4]
+        eta = [0.5, 1.0]
+        signal = [1.0]
+    """))
+    r = CliRunner().invoke(main, ["--no-cache", "sweep", "run", str(f), "--out", str(tmp_path / "sw"),
+                                  "--no-progress"])
+    assert r.exit_code == 0, r.output
+    sw = io.load(tmp_path / "sw")
+    _equal(sw, cli[list(sw.data_vars)])
+
+
+_DEVICES = textwrap.dedent("""
+    import json, sys
+    import jax
+    jax.config.update("jax_num_cpu_devices", 4)
+    from jaxattn import engine, io
+    text, out = sys.argv[1], sys.argv[2]
+    sw = engine.parse(text)
+    plan = engine.sweep_plan(sw)
+    d1 = engine.run(sw.experiment, sw.config, sw.grid, devices=jax.devices()[:1])
+    d4 = engine.run(sw.experiment, sw.config, sw.grid, devices=jax.devices())
+    engine.run_sweep(sw, out + "/c1", devices=jax.devices(), chunk_size=1)
+    engine.run_sweep(sw, out + "/c3", devices=jax.devices()[:2], chunk_size=3)
+    io.save(d1, out + "/d1.nc")
+    io.save(d4, out + "/d4.nc")
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_same_bits_on_1_and_4_devices_and_any_chunk_size(name, tmp_path):
+    from jaxattn import io
+
+    case = CASES[name]
+    text = engine.dumps(name, case["config"], _grid(name, case["grid"]))
+    env = {**os.environ, "JAXATTN_NO_CACHE": "1"}
+    r = subprocess.run([sys.executable, "-c", _DEVICES, text, str(tmp_path)], env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = io.load(tmp_path / "d1.nc")
+    for other in ("d4.nc", "c1", "c3"):
+        _equal(io.load(tmp_path / other), ref)
+    # and the same bits as this process's in-memory run (one device)
+    _equal(engine.run(engine.get(name), case["config"], _grid(name, case["grid"])), ref)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_kill_and_resume(name, tmp_path):
+    case = CASES[name]
+    f = tmp_path / "s.toml"
+    f.write_text(engine.dumps(name, case["config"], _grid(name, case["grid"]), execution={"chunk_size": 1}))
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAXATTN_NO_CACHE": "1"}
+    cmd = [sys.executable, "-m", "jaxattn", "sweep", "run", str(f), "--no-progress"]
+    killed, full = str(tmp_path / "killed"), str(tmp_path / "full")
+    subprocess.run(cmd + ["--out", full], env=env, check=True, capture_output=True, timeout=600)
+    n_chunks = len(json.load(open(os.path.join(full, "manifest.json")))["chunks"])
+    assert n_chunks >= 3
+
+    proc = subprocess.Popen(cmd + ["--out", killed], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    chunks = os.path.join(killed, "chunks")
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if os.path.isdir(chunks) and len([p for p in os.listdir(chunks) if p.endswith(".nc")]) >= 1:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survived = {p for p in os.listdir(chunks) if p.endswith(".nc") and not p.startswith(".")}
+    assert 1 <= len(survived) < n_chunks, survived  # killed mid-sweep
+    # a write cut short on this host by a process that is gone
+    open(os.path.join(chunks, f".c000001.nc.tmp-{socket.gethostname()}-999999999-abc"), "wb").write(b"half")
+
+    subprocess.run(cmd + ["--out", killed], env=env, check=True, capture_output=True, timeout=600)
+    events = [json.loads(line) for line in open(os.path.join(killed, "log.jsonl"))]
+    rerun = [e["chunk"] for e in events if e["pid"] == events[-1]["pid"]]
+    finished_before = {int(p[1:7]) for p in survived}
+    assert len(rerun) == len(set(rerun)) and sorted(rerun) == sorted(set(range(n_chunks)) - finished_before)
+    _equal(engine.load(killed), engine.load(full))
+    assert not [p for p in os.listdir(chunks) if ".tmp-" in p]
