@@ -15,7 +15,7 @@ The package is one folder per model over a shared core (``docs/architecture.md``
 The names below are the most used of each, at the top level.
 """
 
-__version__ = "0.2.0"
+from jaxattn.version import __version__
 
 from jaxattn import copyhead, core, engine, io, slm, sweep
 from jaxattn.copyhead import (CopyArch, CopyConfig, CopyHyper, CopyParams, SGLDConfig, exact_action,

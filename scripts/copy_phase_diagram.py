@@ -13,7 +13,6 @@ import json
 import os
 import time
 
-import jaxattn.cli  # noqa: F401  (registers the command groups; cli_copy imports from it)
 from jaxattn.copyhead.plots import landscape_figure, phase_figures
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")

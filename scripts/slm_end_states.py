@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from jaxattn import priors, slm  # noqa: E402
 from jaxattn.slm.network import Arch  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 from jaxattn.slm.bayes import bayes_risk  # noqa: E402
 

@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from jaxattn import priors, slm  # noqa: E402
 from jaxattn.slm.network import Arch  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 
 DS = [250, 500, 1000, 2000]

@@ -3,8 +3,8 @@
 Bayes-softmax, H = 2, one-hot spikes F = 2, nu = 9, L = 4 (the setting of
 scripts/slm_escape_time.py), online SGD at D from 250 to 10^4 with mini-batches of B = 4 at
 eta = 4 (the same D -> inf ODE as B = 1 at eta = 1: a batch of B at eta maps to eta / B). Fewer
-seeds at the largest D. Each D's seeds run as one compiled grid, observed every 0.5 units of t and
-stopped once every seed has escaped (the escape is a one-way event here), or at T_CAP.
+seeds at the largest D. Each D's seeds run as one grid on the engine, observed every 0.5 units of t
+up to T_CAP.
 
 The escape time is the first time with max_f |M[0, f] - M[1, f]| > 1 (sqrt(nu) = 3 when fully
 specialised). The ODE's prediction: the noisy ODE (eta = 1) from 32 random starts per D drawn
@@ -34,12 +34,9 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import priors, slm  # noqa: E402
-from jaxattn.slm import network as mh  # noqa: E402
 from jaxattn.slm.network import Arch  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
-from jaxattn.slm import sgd as osgd  # noqa: E402
-from jaxattn.slm import task  # noqa: E402
-from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 
 PRIOR = priors.onehot(2, 9.0)
@@ -52,25 +49,15 @@ FIG = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_esca
 
 
 def sgd_escape_times(D: int, n_seeds: int):
-    """Escape time per seed (NaN if not by T_CAP) and the wall time, by online SGD at D."""
-    cfg = slm.SLMConfig(D=D, prior=PRIOR, activation="bayes_softmax", batch_size=B)
-    axes = slm._grid(list(range(n_seeds)), H, L, ETA, 1.0)
-    scfg = osgd.SGDConfig(D=D, H_max=H, L_max=L, arch=Arch("bayes_softmax"), batch_size=B)
-    dkey = jax.random.key(cfg.directions_seed)
-    directions = task.latent_directions(jax.random.fold_in(dkey, 0), D, PRIOR.F)
-    prior = priors.astype(PRIOR, jnp.float32)
-    rps = slm.run_params(cfg, axes)
-    states = jax.jit(jax.vmap(jax.vmap(lambda r: osgd.init(scfg, r))))(rps)
-    m_of = jax.jit(lambda st: jax.vmap(jax.vmap(lambda p: mh.order_parameters(p, directions)[0]))(st.params))
-    steps_per_obs = int(round(DT_OBS * D / B))
-    esc = np.full(n_seeds, np.nan)
-    t0, step = time.perf_counter(), 0
-    while step * B / D < T_CAP and np.isnan(esc).any():
-        states = osgd.advance(scfg, directions, prior, states, rps, jnp.asarray(steps_per_obs))
-        step += steps_per_obs
-        M = np.asarray(m_of(states))[:, 0]  # (seed, head, direction)
-        split = np.abs(M[:, 0] - M[:, 1]).max(-1) > 1.0
-        esc = np.where(np.isnan(esc) & split, step * B / D, esc)
+    """Escape time per seed (NaN if not by T_CAP) and the wall time, by online SGD at D (one
+    grid on the engine, observed every DT_OBS)."""
+    times = tuple(np.arange(0.0, T_CAP + 1e-9, DT_OBS))
+    cfg = slm.SLMConfig(D=D, prior=PRIOR, activation="bayes_softmax", batch_size=B, times=times, n_test=8)
+    t0 = time.perf_counter()
+    p = slm.train(cfg, seed=list(range(n_seeds)), H=H, L=L, eta=ETA).isel(H=0, L=0, eta=0, signal=0)
+    M = p["M"].values  # (seed, time, head, direction)
+    split = np.abs(M[..., 0, :] - M[..., 1, :]).max(-1) > 1.0
+    esc = np.where(split.any(-1), p["time"].values[np.argmax(split, axis=-1)], np.nan)
     return esc, time.perf_counter() - t0
 
 

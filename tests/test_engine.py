@@ -74,7 +74,11 @@ def _assert_one_trace(counted):
         assert eqx.debug.get_num_traces(wrapped) == 1, fn
 
 
-@pytest.mark.parametrize("name", list(CASES))
+# the default run checks two experiments; the others (15-25 s each) run with the slow checks
+FAST = ("slm_sgd", "copy_theory")
+
+
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in CASES])
 def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
     case, exp = CASES[name], engine.get(name)
     try:

@@ -99,7 +99,7 @@ def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N:
     constant): Cholesky of ``M = I/omega + kappa C``, ``tr(B^T M^{-1} B) = |chol(M)^{-1} B|^2`` and
     ``ln det(I + kappa omega C) = V ln omega + ln det M``. Jit- and grad-able in ``G``."""
     A = cm.attention(G, arch)
-    C, B = cm._moments(A, st.K.astype(A.dtype), arch)
+    C, B = cm.moments(A, st.K.astype(A.dtype), arch)
     V = arch.V
     kappa = arch.beta / arch.L
     M = jnp.eye(V, dtype=A.dtype) / arch.omega + kappa * C

@@ -34,7 +34,8 @@ from jaxattn.copyhead.linear import linear_minimum
 from jaxattn.core.attention import prefix_mask
 from jaxattn.core.kernels import full_batch as fbr
 from jaxattn.core.kernels import sgld as sg
-from jaxattn.engine import Experiment, Grid, Layout, choice_axis, float_axis, int_axis, over_groups, stream_values
+from jaxattn.engine import (Experiment, Grid, Layout, OneShot, choice_axis, float_axis, int_axis, over_groups,
+                            stream_values)
 
 INITS = ("random", "copy")
 STARTS = ("uniform", "copy")
@@ -317,7 +318,7 @@ COPY_SGLD = CopySGLD()
 
 # --- theory --------------------------------------------------------------------------------------
 
-class CopyTheory(Experiment):
+class CopyTheory(OneShot):
     """The global minimum of the reduced effective action (Spec B, section 3), float64: for
     softmax the minimising ``c_G``, both branches' minima and their number; for linear the
     minimising ``(a_1, a_G)``; for both the action, the previous-token weight and the test error.
@@ -358,19 +359,8 @@ class CopyTheory(Experiment):
         out["diverged"] = ~jnp.isfinite(m.S)
         return out
 
-    def _group(self, c, q):
+    def compute(self, c, shared, q):
         return jax.vmap(jax.vmap(lambda x: self._one(c, x)))(q)
-
-    def init(self, c, shared, p, n_groups):
-        shapes = jax.eval_shape(lambda q: self._group(c, q), jax.tree_util.tree_map(lambda x: x[:, 0], p))
-        G = p["P"].shape[1]
-        return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape[:1] + (G,) + s.shape[1:], s.dtype), shapes)
-
-    def step(self, c, shared, p, state, k, n_groups):
-        return over_groups(lambda q: self._group(c, q), n_groups, p)
-
-    def finish(self, c, shared, p, state, n_groups):
-        return state
 
     def layout(self, c: CopyTheoryConfig) -> Layout:
         names = ("c_G", "c_G_uniform", "c_G_copy", "n_minima") if c.attention == "softmax" else ("a1", "aG")

@@ -94,7 +94,7 @@ def predict(params: CopyParams, X: Float[Array, "L V"], arch: CopyArch) -> Float
     return attention(params.G, arch) @ X @ params.W.T
 
 
-def _moments(A, K, arch: CopyArch):
+def moments(A, K, arch: CopyArch):
     """``C = sum Phi^T Phi`` and ``B = sum Phi^T Y`` over the loss positions, from ``K``:
     ``C = sum_{m,m'} (A^T A)_{m m'} K[m, m']``, ``B = sum_{m,m'} (A^T S)_{m m'} K[m, m']``.
 
@@ -117,7 +117,7 @@ def n_loss_positions(arch: CopyArch) -> int:
 def data_term(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]:
     """``sum_{mu, l} |f_l - y_l|^2 = tr(W C W^T) - 2 tr(W B) + |Y|^2`` (exact for one-hot data)."""
     A = attention(params.G, arch)
-    C, B = _moments(A, st.K, arch)
+    C, B = moments(A, st.K, arch)
     W = params.W
     return jnp.sum((W @ C) * W) - 2.0 * jnp.sum(W * B.T) + st.n * n_loss_positions(arch)
 
@@ -138,7 +138,7 @@ def optimal_readout(A: Float[Array, "L L"], st: CopyStats, arch: CopyArch, omega
     """The ``W`` minimising ``U`` at fixed ``A``: ``W = B^T (C + L / (beta omega) I)^{-1}``
     (``omega=jnp.inf`` gives least squares)."""
     omega = arch.omega if omega is None else omega
-    C, B = _moments(A, st.K, arch)
+    C, B = moments(A, st.K, arch)
     ridge = arch.L / (arch.beta * omega)
     return jnp.linalg.solve((C + ridge * jnp.eye(arch.V, dtype=C.dtype)).T, B).T
 

@@ -9,14 +9,14 @@ block of grid points, output layout); :func:`run` computes it over a :class:`Gri
 
 from jaxattn.engine import cache
 from jaxattn.engine.axes import Axis, Dim, Grid, choice_axis, float_axis, int_axis
-from jaxattn.engine.experiment import Experiment, Layout, over_groups, stream_values
+from jaxattn.engine.experiment import Experiment, Layout, OneShot, over_groups, stream_values
 from jaxattn.engine.registry import get, names, register
 from jaxattn.engine.run import GridError, Plan, clear_caches, make_plan, run
 from jaxattn.engine.store import load, status
 from jaxattn.engine.sweep import Report, SweepChanged, run_sweep, sweep_plan
 from jaxattn.engine.sweepfile import Sweep, SweepFileError, dumps, load_file, parse, parse_size
 
-__all__ = ["Axis", "Dim", "Experiment", "Grid", "GridError", "Layout", "Plan", "Report", "Sweep", "SweepChanged",
+__all__ = ["Axis", "Dim", "Experiment", "Grid", "GridError", "Layout", "OneShot", "Plan", "Report", "Sweep", "SweepChanged",
            "SweepFileError", "cache", "choice_axis", "clear_caches", "dumps", "float_axis", "get", "int_axis", "load",
            "load_file", "make_plan", "names", "over_groups", "parse", "parse_size", "register", "run", "run_sweep",
            "status", "stream_values", "sweep_plan"]

@@ -38,6 +38,6 @@ def enable(path: str | None = None) -> str | None:
     except OSError:
         return None  # a read-only home: run without the cache
     jax.config.update("jax_compilation_cache_dir", path)
-    # the engine's programs take seconds to compile; small ones are not worth a file each
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    # every program, the small ones too: a second process then compiles nothing at all
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     return path

@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import jax
-import jax.extend
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int, PyTree
@@ -127,26 +126,45 @@ class Experiment:
         return f"<experiment {self.name}>"
 
 
+class OneShot(Experiment):
+    """An experiment computed in one segment, one group at a time (theory grids, ODE solves):
+    subclasses implement :meth:`compute` for one ``(S, M)`` group instead of ``init``, ``step``
+    and ``finish``."""
+
+    def compute(self, static, shared: PyTree, params: PyTree) -> dict[str, Array]:
+        """The observables of one group: leaves of ``params`` are ``(S, M, ...)``."""
+        raise NotImplementedError
+
+    def init(self, static, shared, params, n_groups):
+        return {}
+
+    def step(self, static, shared, params, state, k, n_groups):
+        return over_groups(lambda q: self.compute(static, shared, q), n_groups, params)
+
+    def finish(self, static, shared, params, state, n_groups):
+        return state
+
+
 def loop_over(fn: Callable[..., PyTree], n: Int[Array, ""], axis: int, *trees: PyTree) -> PyTree:
     """``fn`` applied to each of the first ``n`` entries along ``axis`` of ``trees``, its
     outputs stacked along the same axis (a buffer as long as the axis).
 
     A loop whose trip count is a runtime value: every entry is computed by the same code (XLA can
     neither unroll nor inline it), so an entry's numbers do not depend on how many there are.
-    ``fn`` is traced once (its jaxpr is reused in the loop body)."""
+    ``fn`` is traced once."""
     tree = jax.tree_util
 
     def take(t, i):
         return tree.tree_map(lambda x: jax.lax.dynamic_index_in_dim(x, i, axis, keepdims=False), t)
 
-    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*(take(t, 0) for t in trees))
-    call = jax.extend.core.jaxpr_as_fun(closed)
-    out_def = tree.tree_structure(shapes)
+    # traced once: jit's trace cache serves the loop body's call with the shapes' trace
+    fn = jax.jit(fn)
+    shapes = jax.eval_shape(fn, *(take(t, 0) for t in trees))
     size = tree.tree_leaves(trees)[0].shape[axis]
     buf = tree.tree_map(lambda s: jnp.zeros(s.shape[:axis] + (size,) + s.shape[axis:], s.dtype), shapes)
 
     def body(i, buf):
-        out = tree.tree_unflatten(out_def, call(*tree.tree_leaves([take(t, i) for t in trees])))
+        out = fn(*(take(t, i) for t in trees))
         return tree.tree_map(lambda b, v: jax.lax.dynamic_update_index_in_dim(b, v, i, axis), buf, out)
 
     return jax.lax.fori_loop(0, n, body, buf)

@@ -190,16 +190,28 @@ class Layout:
 
 def layout_chunk(plan: Plan, points: list[tuple], n_devices: int, groups: int | None = None,
                  n_blocks: int | None = None) -> Layout:
-    """Streams of ``points`` (in order of first appearance), padded to ``G`` groups of ``M``
+    """The *stream slots* of ``points`` (the rows of the blocks), padded to ``G`` groups of ``M``
     members each (at least ``groups``) and to whole blocks on every device (at least
-    ``n_blocks``: the chunks of one run all have the same shape, so they share one trace)."""
+    ``n_blocks``: the chunks of one run all have the same shape, so they share one trace).
+
+    A slot holds the members of one stream. Where there are fewer streams than slots on the
+    devices (``block x devices``), the largest streams are split over several slots, in whole
+    groups: each slot draws its stream's data itself (the same numbers), and every device gets
+    work. A member's numbers depend on its stream's values and its own, not on the split."""
     streams: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
         streams.setdefault(plan.stream_key(p), []).append(i)
     real = list(streams.values())
-    G = max(groups or 1, -(-max(len(m) for m in real) // plan.group))
-    per_stream = G * plan.group
-    unit = plan.block * n_devices
+    M, unit = plan.group, plan.block * n_devices
+    while len(real) < unit:
+        big = max(range(len(real)), key=lambda j: len(real[j]))
+        n = len(real[big])
+        if n <= M:
+            break
+        cut = -(-(n // 2) // M) * M  # whole groups in the first half
+        real[big:big + 1] = [real[big][:cut], real[big][cut:]]
+    G = max(groups or 1, -(-max(len(m) for m in real) // M))
+    per_stream = G * M
     n_streams = max(-(-len(real) // unit) * unit, (n_blocks or 0) * plan.block)
     slots, positions = [], np.empty(len(points), np.int64)
     for m in real + [real[-1]] * (n_streams - len(real)):
@@ -335,7 +347,7 @@ def run(experiment: Experiment, config=None, grid: Grid | None = None, *, fixed:
 
 def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None) -> xr.Dataset:
     """Outputs over the grid's points (flat order) as a Dataset over the grid's dimensions."""
-    from jaxattn import __version__
+    from jaxattn.version import __version__
 
     layout = plan.experiment.layout(plan.static)
     grid = plan.grid

@@ -75,7 +75,7 @@ def open_store(sweep: Sweep, plan: Plan, out: str, n_devices: int, chunk_size: i
     by the new points. A sweep whose identity differs from the store's is refused."""
     import json
 
-    from jaxattn import __version__
+    from jaxattn.version import __version__
 
     os.makedirs(os.path.join(out, "chunks"), exist_ok=True)
     store.remove_stale_tmp(out)
@@ -135,7 +135,8 @@ def run_sweep(sweep: Sweep, out: str, *, devices=None, chunk_size: int | None = 
     # every chunk padded to the largest one's shape: one trace for the whole sweep
     _, n_blocks = chunk_shape(plan, [[tuple(p) for p in c["points"]] for c in man["chunks"]], len(devices))
     done = store.finished(out)
-    mine = man["chunks"]
+    # several hosts (jax.distributed): process i of n takes chunks i, i + n, ...
+    mine = [c for c in man["chunks"] if c["id"] % jax.process_count() == jax.process_index()]
     todo = [c for c in mine if c["id"] not in done][:max_chunks]
     skipped = tuple(c["id"] for c in mine if c["id"] in done)
     computed, failed = [], {}

@@ -17,12 +17,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.core import checks
-from jaxattn.slm import priors as _priors
+from jaxattn.slm import priors
 from jaxattn.core.attention import attention_weights
 
 
 def posterior(
-    chi_star: Float[Array, "L F"], prior: _priors.Prior, pos_mask: Bool[Array, " L"] | None = None
+    chi_star: Float[Array, "L F"], prior: priors.Prior, pos_mask: Bool[Array, " L"] | None = None
 ) -> Float[Array, " L"]:
     """``p_l``, the posterior probability that token ``l`` is the relevant one."""
     log_z = jax.vmap(prior.log_z)(chi_star)
@@ -31,7 +31,7 @@ def posterior(
 
 
 def bayes_estimator(
-    X: Float[Array, "L D"], directions: Float[Array, "F D"], prior: _priors.Prior, pos_mask=None
+    X: Float[Array, "L D"], directions: Float[Array, "F D"], prior: priors.Prior, pos_mask=None
 ) -> Float[Array, " D"]:
     """``sum_l p_l x_l`` with ``chi*_l = x_l . s / sqrt(D)``."""
     D = X.shape[-1]
@@ -52,7 +52,7 @@ class BayesRisk(NamedTuple):
 
 
 def bayes_risk(
-    prior: _priors.Prior, L: int, *, n: int = 200_000, key: PRNGKeyArray | None = None, chunk: int = 50_000
+    prior: priors.Prior, L: int, *, n: int = 200_000, key: PRNGKeyArray | None = None, chunk: int = 50_000
 ) -> BayesRisk:
     """The Bayes risk ``1 - E[p_eps]`` by Monte Carlo over ``(theta, chi*)`` (float64 when x64 is
     enabled). Discrete and flipped-spike priors are stratified over their support."""
@@ -60,7 +60,7 @@ def bayes_risk(
     n = checks.integer("n", n, 2)
     key = jax.random.key(0) if key is None else key
     dtype = jnp.result_type(float)
-    prior = _priors.astype(prior, dtype)
+    prior = priors.astype(prior, dtype)
     F = prior.F
 
     @jax.jit
@@ -85,7 +85,7 @@ def bayes_risk(
 def _stratified_theta(prior, key, n):
     """``n`` draws of theta; for a discrete prior, support point ``k`` appears in proportion to its
     weight up to rounding, the rest drawn at random (lower variance than plain sampling)."""
-    if isinstance(prior, _priors.Discrete):
+    if isinstance(prior, priors.Discrete):
         K = prior.support.shape[0]
         counts = jnp.floor(prior.weights * n).astype(jnp.int32)
         idx = jnp.repeat(jnp.arange(K), counts, total_repeat_length=n)

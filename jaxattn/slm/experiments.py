@@ -20,7 +20,7 @@ import xarray as xr
 
 from jaxattn import engine
 from jaxattn.core.attention import prefix_mask
-from jaxattn.engine import Experiment, Grid, Layout, float_axis, int_axis, over_groups, stream_values
+from jaxattn.engine import Experiment, Grid, Layout, OneShot, float_axis, int_axis, over_groups, stream_values
 from jaxattn.slm import network as mh
 from jaxattn.slm import ode as slm_ode
 from jaxattn.slm import priors
@@ -107,7 +107,7 @@ class OnlineSGD(Experiment):
     config_type = SLMConfig
     axes = AXES
     block = 2
-    group = 2
+    group = 1  # measured fastest on a CPU (benchmarks/README.md); raise both on a GPU
 
     def shared_axes(self, config: SLMConfig) -> frozenset[str]:
         return HYPER if config.share_data else frozenset()
@@ -215,7 +215,7 @@ class ODEStatic(NamedTuple):
     chunk: int | None
 
 
-class OrderParameterODE(Experiment):
+class OrderParameterODE(OneShot):
     """The order-parameter ODEs of online SGD (Spec A, section 3) in float64, each point started
     from the initial ``(M, Q, b)`` of the online-SGD run of the same seed (its keys drawn at
     dimension ``D``): ``M``, ``Q``, ``b`` and the risk at the recording times, and whether the
@@ -227,7 +227,7 @@ class OrderParameterODE(Experiment):
     axes = ODE_AXES
     x64 = True
     block = 2
-    group = 2
+    group = 1  # nothing is drawn per step: members share only their start
 
     def shared_axes(self, config) -> frozenset[str]:
         return HYPER | {"noise"}
@@ -247,7 +247,7 @@ class OrderParameterODE(Experiment):
                 **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
                 **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")}}
 
-    def _solve(self, static: ODEStatic, shared, p) -> dict:
+    def compute(self, static: ODEStatic, shared, p) -> dict:
         """One group: ``p`` leaves ``(S, M)``; the initial conditions are those of each stream."""
         def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
             keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(jnp.float64)
@@ -267,18 +267,6 @@ class OrderParameterODE(Experiment):
         Mo, Qo, bo = _masked(sol.M, sol.Q, sol.b, hm[:, None, :])
         out = dict(M=Mo, Q=Qo, b=bo, risk=sol.risk, diverged=~sol.ok)
         return jax.tree_util.tree_map(lambda x: x.reshape((S, M) + x.shape[1:]), out)
-
-    def init(self, static, shared, p, n_groups):
-        one = jax.tree_util.tree_map(lambda x: x[:, 0], p)
-        shapes = jax.eval_shape(lambda q: self._solve(static, shared, q), one)
-        G = p["eta"].shape[1]
-        return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape[:1] + (G,) + s.shape[1:], s.dtype), shapes)
-
-    def step(self, static, shared, p, state, k, n_groups):
-        return over_groups(lambda q: self._solve(static, shared, q), n_groups, p)
-
-    def finish(self, static, shared, p, state, n_groups):
-        return state
 
     def layout(self, static: ODEStatic) -> Layout:
         return _head_layout(static.times, static.H_max, static.F, "risk")

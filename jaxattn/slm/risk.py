@@ -25,7 +25,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from jaxattn.slm import priors as _priors
+from jaxattn.slm import priors
 from jaxattn.core.attention import attention_weights, position_weights
 
 
@@ -38,12 +38,12 @@ class Bank(NamedTuple):
     weight: Float[Array, " n"]
 
 
-def theta_nodes(prior: _priors.Prior, key: PRNGKeyArray, n: int, order: int | None = None):
+def theta_nodes(prior: priors.Prior, key: PRNGKeyArray, n: int, order: int | None = None):
     """Nodes and weights integrating ``P_theta``: the support (discrete), the ``2^F`` sign
     combinations (flipped spike), or ``n`` draws / a Gauss-Hermite rule of ``order`` (Gaussian)."""
-    if isinstance(prior, _priors.Discrete):
+    if isinstance(prior, priors.Discrete):
         return np.asarray(prior.support, float), np.asarray(prior.weights, float)
-    if isinstance(prior, _priors.FlippedSpike):
+    if isinstance(prior, priors.FlippedSpike):
         F = prior.F
         if F > 12:
             raise ValueError(f"flipped-spike prior with F={F} > 12: too many sign combinations")
@@ -66,7 +66,7 @@ def _hermite(order: int, dim: int):
 
 
 def make_bank(
-    prior: _priors.Prior,
+    prior: priors.Prior,
     L: int,
     H: int,
     *,
@@ -94,7 +94,7 @@ def make_bank(
         w = np.outer(zw, tw).ravel()
     elif method == "mc":
         zn = np.asarray(jax.random.normal(k_z, (n, L * H)), float)
-        if isinstance(prior, _priors.Gaussian):
+        if isinstance(prior, priors.Gaussian):
             th, w = theta_nodes(prior, k_t, n)
             z = zn
         else:
