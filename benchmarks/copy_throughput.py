@@ -2,7 +2,7 @@
 
 Adam (L = 32, V = 4, 16 values of P log-spaced over 100..1000, 8 seeds, 2 initialisations, a
 fixed number of steps):
-  jaxattn         ``jaxattn.copy.train``: the whole grid vmapped, one compile, the loss from the
+  jaxattn         ``jaxattn.copyhead.train`` (the engine): the whole grid, one compile, the loss from the
                   token co-occurrence counts (compile excluded: the grid is timed warm);
   torch           the same runs one at a time in a plain PyTorch CPU loop with autograd and
                   ``torch.optim.Adam`` on the per-sequence network ``f = (A X) W^T``, the way public
@@ -43,7 +43,7 @@ L, V = 32, 4
 
 def jax_adam(Ps, n_seeds, n_steps):
     cfg = cp.CopyConfig(L=L, V=V, n_steps=n_steps, n_test=100)
-    kw = dict(P=Ps, seed=list(range(n_seeds)), init=["random", "copy"], n_segments=1)
+    kw = dict(P=Ps, seed=list(range(n_seeds)), init=["random", "copy"])
     cp.train(cfg, **kw)  # compile
     t = time.perf_counter()
     ds = cp.train(cfg, **kw)

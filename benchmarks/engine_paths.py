@@ -6,17 +6,18 @@ one-hot ``F = 2``, ``nu = 9`` (64 runs, common random numbers: 4 data streams of
 
 In this process (one XLA host device per core, as the command line has it):
 
-- **API**: ``jaxattn.train`` twice; the second call is the run time, the first minus the second
-  the compile time;
+- **API**: ``jaxattn.train`` twice; the second call is the run time; the compile time is what
+  JAX reports of tracing, lowering and compiling (``jax.monitoring`` events, summed over the
+  devices, which compile concurrently);
 - **sweep**: ``jaxattn.sweep.run`` of the same grid from a sweep file into a fresh store (its
   programs were compiled by the API calls: same shapes), and the same once more into a second
   store: the run time of a sweep;
 - **block shapes**: the API run at other ``(block, group)`` settings, for the table of what the
   default costs.
 
-Then two fresh processes run the sweep twice each with ``JAXATTN_CACHE_DIR`` set to one new folder:
-the first process finds it empty (cold compile, which it fills), the second finds it full. In
-each, the first sweep minus the second is the compile time.
+Then two fresh processes run the sweep with ``JAXATTN_CACHE_DIR`` set to one new folder: the
+first process finds it empty (cold compile, which it fills), the second finds it full (its
+"compile" is tracing, lowering and loading the compiled programs from disk).
 
 Run:  python benchmarks/engine_paths.py                  (about 5 minutes on 2 cores)
       python benchmarks/engine_paths.py --old 4c38efc     (and the revision before the engine)
@@ -43,7 +44,7 @@ jaxattn.use_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import engine, slm, sweep  # noqa: E402
+from jaxattn import slm, sweep  # noqa: E402
 
 SWEEP = """
 model = "slm_sgd"
@@ -58,20 +59,25 @@ H = [1, 2, 3, 4]
 eta = [0.25, 0.5, 1.0, 2.0]
 """
 
+COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                  "/jax/core/compile/backend_compile_duration")
+
 CHILD = textwrap.dedent("""
     import json, sys, time
+    import jax
     import jaxattn
     jaxattn.use_cpu_cores()
     from jaxattn import engine, sweep
+    EVENTS = %r
+    spent = dict.fromkeys(EVENTS, 0.0)
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda e, d, **kw: spent.__setitem__(e, spent[e] + d) if e in EVENTS else None)
     engine.cache.enable()
     s = sweep.parse(open(sys.argv[1]).read())
-    times = []
-    for out in (sys.argv[2] + "/a", sys.argv[2] + "/b"):
-        t0 = time.perf_counter()
-        sweep.run(s, out)
-        times.append(time.perf_counter() - t0)
-    print(json.dumps(times))
-""")
+    t0 = time.perf_counter()
+    sweep.run(s, sys.argv[2])
+    print(json.dumps([time.perf_counter() - t0, [spent[e] for e in EVENTS]]))
+""" % (COMPILE_EVENTS,))
 
 
 def timed(fn):
@@ -91,8 +97,12 @@ def main():
     config = s.config
     grid = dict(seed=[0, 1, 2, 3], H=[1, 2, 3, 4], eta=[0.25, 0.5, 1.0, 2.0])
     root = tempfile.mkdtemp()
+    spent = [0.0]
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda e, d, **kw: spent.__setitem__(0, spent[0] + d) if e in COMPILE_EVENTS else None)
     try:
-        first, _ = timed(lambda: slm.train(config, **grid))
+        _, _ = timed(lambda: slm.train(config, **grid))
+        api_compile = spent[0]
         api, ds = timed(lambda: slm.train(config, **grid))
         sw1, _ = timed(lambda: sweep.run(s, os.path.join(root, "s1")))
         sw2, _ = timed(lambda: sweep.run(s, os.path.join(root, "s2")))
@@ -114,7 +124,7 @@ def main():
         for i in range(2):
             r = subprocess.run([sys.executable, "-c", CHILD, f, os.path.join(root, f"p{i}")], env=env,
                                capture_output=True, text=True, check=True)
-            proc.append(json.loads(r.stdout.strip().splitlines()[-1]))
+            proc.append(json.loads(r.stdout.strip().splitlines()[-1]))  # [wall, compile]
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -124,13 +134,17 @@ def main():
           f"(block, group) = ({slm.SLM_SGD.block}, {slm.SLM_SGD.group})")
     print("| path | run (s) | compile (s) | run / API run |")
     print("|---|---|---|---|")
-    print(f"| API, `jaxattn.train` | {api:.2f} | {first - api:.2f} | 1.00 |")
+    print(f"| API, `jaxattn.train` | {api:.2f} | {api_compile:.2f} | 1.00 |")
     print(f"| sweep, `jaxattn.sweep.run` (programs compiled) | {sw2:.2f} | - | {sw2 / api:.2f} |")
     print(f"| sweep, first call in this process | {sw1:.2f} | - | {sw1 / api:.2f} |")
-    for i, (a, b) in enumerate(proc):
+    for i, (wall, comp) in enumerate(proc):
         label = "cold cache (empty folder)" if i == 0 else "warm cache (filled by the first)"
-        print(f"| sweep in a new process, {label} | {b:.2f} | {a - b:.2f} | {b / api:.2f} |")
-    cold, warm = proc[0][0] - proc[0][1], proc[1][0] - proc[1][1]
+        print(f"| sweep in a new process, {label}: wall, compile | {wall:.2f} | {sum(comp):.2f} | - |")
+    cold, warm = sum(proc[0][1]), sum(proc[1][1])
+    print("\n| new process | tracing (s) | lowering to StableHLO (s) | XLA compile or cache load (s) |")
+    print("|---|---|---|---|")
+    for i, (_, comp) in enumerate(proc):
+        print(f"| {'cold' if i == 0 else 'warm'} cache | " + " | ".join(f"{x:.2f}" for x in comp) + " |")
     print(f"\nwarm-cache compile / cold compile: {warm / cold:.1%}")
     print("\n| block | group | API run (s) |")
     print("|---|---|---|")

@@ -226,7 +226,7 @@ def main():
           + (f"; wall time scaled to {n} points from {t_sp:.1f} s" if scaled else ""))
     print(f"# max |M_jaxattn - M_scipy| at t = {ts_list[-1]:g} over the {n_sp} points: {max(diffs):.1e} "
           f"(|M| up to {float(np.max(np.abs(sol.M[:, -1]))):.2f})")
-    rows = [(f"jaxattn, `integrate_grid` (diffrax Dopri5, vmapped, one compile), 1 XLA device", n, t_jax)]
+    rows = [("jaxattn, `integrate_grid` (diffrax Dopri5, vmapped, one compile), 1 XLA device", n, t_jax)]
     if n_dev > 1:
         rows.append((f"jaxattn, the same, grid sharded over {n_dev} XLA host devices", n, t_jax_sh))
     sp_n = f"{n} ({n_sp} timed, scaled)" if scaled else f"{n}"

@@ -10,6 +10,7 @@ from jaxattn import copyhead as cp
 from jaxattn import io as results
 
 
+@pytest.mark.slow  # ~20 s; moved out of the default run to keep it under 10 minutes
 def test_P_grid_is_padded_and_a_point_trains_on_its_own_data(tmp_path):
     """Padding P to its maximum leaves each point's data its own: a point alone has the same bits
     as inside the grid (the engine's contract), and with P = 50 it trains on the first 50
@@ -67,6 +68,7 @@ def test_linear_attention_grid_runs_and_learns_copy():
     assert float(best["test_error"].sel(P=2000)) < float(best["test_error"].sel(P=5))
 
 
+@pytest.mark.slow  # ~20 s; moved out of the default run to keep it under 10 minutes
 def test_cli_train_and_sample_json():
     from click.testing import CliRunner
 

@@ -227,6 +227,27 @@ def test_same_bits_on_1_and_4_devices_and_any_chunk_size(name, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(CASES))
+def test_same_bits_with_the_program_cache_cold_warm_and_off(name, tmp_path, monkeypatch):
+    """The exported programs (stored, then loaded) against the plain jitted ones."""
+    from jaxattn.engine import cache
+
+    case = CASES[name]
+    exp, grid = engine.get(name), _grid(name, case["grid"])
+    engine.clear_caches()
+    off = engine.run(exp, case["config"], grid)
+    monkeypatch.setitem(cache._STATE, "programs", str(tmp_path))
+    runs = []
+    for _ in range(2):  # cold: exported and stored; warm: loaded
+        engine.clear_caches()
+        runs.append(engine.run(exp, case["config"], grid))
+    engine.clear_caches()
+    assert os.listdir(tmp_path)
+    for ds in runs:
+        _equal(ds, off)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
 def test_kill_and_resume(name, tmp_path):
     case = CASES[name]
     f = tmp_path / "s.toml"

@@ -1,5 +1,7 @@
 """Online SGD on the single-location model: learning, grids, compile counts, divergence."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,18 +93,22 @@ GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
 @pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 @pytest.mark.parametrize("share", [True, False])
 def test_points_do_not_depend_on_the_grid(share):
-    """Over all five axes, with and without common random numbers: each grid point alone gives
-    the same bits as inside the grid, and padded heads are reported as missing."""
+    """Over all five axes, with and without common random numbers: a grid point alone gives the
+    same bits as inside the grid when the grid pads it to no larger ``H`` or ``L``; a padded point
+    agrees to float32 rounding (XLA sums a padded matmul in another order: measured 6e-8 at 3
+    time units, the bound is 8 ulp of 1), and its padded heads are reported as missing."""
     config = slm.SLMConfig(D=37, t_max=3.0, n_records=3, n_test=64, activation="softmax1", share_data=share)
     ds = slm.train(config, **GRID)
     assert ds["error"].shape == (2, 2, 2, 2, 2, 4)
-    for pt in [dict(seed=3, H=1, L=3, eta=1.0, signal=0.5), dict(seed=0, H=3, L=5, eta=0.3, signal=1.0)]:
+    for pt, exact in [(dict(seed=3, H=1, L=3, eta=1.0, signal=0.5), False),
+                      (dict(seed=0, H=3, L=5, eta=0.3, signal=1.0), True)]:
         alone = point(slm.train(config, **pt))
         inside = ds.sel(pt)
         h = pt["H"]
-        np.testing.assert_array_equal(alone["M"].values[:, :h], inside["M"].values[:, :h])
-        np.testing.assert_array_equal(alone["Q"].values[:, :h, :h], inside["Q"].values[:, :h, :h])
-        np.testing.assert_array_equal(alone["error"].values, inside["error"].values)
+        same = np.testing.assert_array_equal if exact else partial(np.testing.assert_allclose, rtol=0, atol=1e-6)
+        same(alone["M"].values[:, :h], inside["M"].values[:, :h])
+        same(alone["Q"].values[:, :h, :h], inside["Q"].values[:, :h, :h])
+        same(alone["error"].values, inside["error"].values)
         assert np.all(np.isnan(inside["M"].values[:, h:]))  # padded heads are reported as missing
 
 

@@ -1,6 +1,5 @@
 """Greedy head pruning (Spec A, section 5)."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

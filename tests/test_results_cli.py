@@ -20,7 +20,7 @@ def test_dataset_roundtrip(tmp_path):
         np.testing.assert_array_equal(back[v].values, ds[v].values)
     assert back.attrs["activation"] == "bayes_softmax"
     cfg = results.config_of(back)
-    assert cfg["D"] == 30 and json.loads(cfg["prior"])["family"] == "Discrete"
+    assert cfg["D"] == 30 and cfg["prior"]["family"] == "discrete"
     assert list(back["H"].values) == [1, 2] and back["time"].values[0] == 0
 
 

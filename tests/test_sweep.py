@@ -1,13 +1,7 @@
 """Sweeps: the sweep file's validation, resume and extension, status, and the sweep models
 against their direct computations (the engine's contract, bits and SIGKILL are in test_engine)."""
 
-import json
 import os
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 
 import numpy as np
 import pytest

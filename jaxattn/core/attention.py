@@ -71,6 +71,11 @@ def register_activation(name: str, fn, aggregation: str = "mean") -> None:
     _REGISTERED[name] = (fn, aggregation)
 
 
+def registered_activations() -> dict[str, tuple]:
+    """The activations added with :func:`register_activation`: name -> (function, aggregation)."""
+    return dict(_REGISTERED)
+
+
 def available_activations() -> tuple[str, ...]:
     """The built-in activations (``ACTIVATIONS``) followed by the registered ones."""
     return ACTIVATIONS + tuple(_REGISTERED)

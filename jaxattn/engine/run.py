@@ -25,12 +25,12 @@ alone or inside a larger grid, in any chunk, on one device or several, from any 
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
@@ -139,18 +139,24 @@ def _sort_key(v):
 # --- the compiled programs -----------------------------------------------------------------------
 
 class Programs:
-    """The jitted ``init``, ``step`` and ``finish`` of one experiment and ``static``, each a loop
-    over the blocks of one device (one trace each, whatever the grid or the device).
+    """The ``init``, ``step`` and ``finish`` of one experiment and ``static``, each a loop over
+    the blocks of one device (one trace each, whatever the grid or the device).
 
-    A chunk's blocks are split over the devices and each device runs the *unpartitioned*
-    program on its share, as ``pmap`` does in spirit: XLA compiles an SPMD-partitioned program
-    (``shard_map``, ``pmap``) with other fusions than a single-device one, and the two differ in
-    the last bit; one single-device program, compiled for each device, is what gives a point the
-    same bits on one device or several. The price is a compile per device, done concurrently
-    and remembered by the persistent compilation cache."""
+    A chunk's blocks are split into one share per device, and each share runs the
+    *unpartitioned* program: XLA compiles an SPMD-partitioned program (``shard_map``, ``pmap``)
+    with other fusions than a single-device one, and the two differ in the last bit; one
+    single-device program is what gives a point the same bits on one device or several. On a
+    CPU the shares run concurrently on the first device (one compile); accelerators compile the
+    program for each device, concurrently.
+
+    When the program cache is on (:mod:`jaxattn.engine.cache`), each program runs in its
+    ``jax.export`` form, traced and lowered once and kept, so a second process loads it instead
+    of tracing the experiment again; otherwise it is plainly jitted. Both forms compile the same
+    StableHLO and give the same bits."""
 
     def __init__(self, experiment: Experiment, static):
         e = experiment
+        self.experiment, self.static = experiment, static
 
         def init(shared, params, nb, ng):
             return loop_over(lambda p: e.init(static, shared, p, ng), nb, 0, params)
@@ -161,9 +167,59 @@ class Programs:
         def finish(shared, params, state, nb, ng):
             return loop_over(lambda p, s: e.finish(static, shared, p, s, ng), nb, 0, params, state)
 
-        self.init = jax.jit(init)
-        self.step = jax.jit(step, donate_argnums=(2,))
-        self.finish = jax.jit(finish)
+        self.fns = {"init": init, "step": step, "finish": finish}
+        self.donate = {"step": 2}  # step's state is consumed: its buffers are reused
+        self._ready: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, *args):
+        leaves, tdef = jax.tree_util.tree_flatten(args)
+        sig = (name, str(tdef), tuple((tuple(x.shape), str(x.dtype)) for x in leaves))
+        with self._lock:
+            if sig not in self._ready:
+                self._ready[sig] = self._build(name, args, leaves, tdef, sig)
+        fn, out_def = self._ready[sig]
+        return jax.tree_util.tree_unflatten(out_def, fn(*leaves))
+
+    def _build(self, name, args, leaves, tdef, sig):
+        """Load the exported program, or export it (a trace and a lowering) and keep it."""
+        from jaxattn.engine import cache
+
+        platform = jax.devices()[0].platform if not leaves else next(iter(leaves[0].devices())).platform
+        key = cache.fingerprint(self.experiment, self.static, name, sig, platform, bool(jax.config.jax_enable_x64))
+        donate = ()
+        if name in self.donate:
+            i = self.donate[name]
+            start = len(jax.tree_util.tree_leaves(args[:i]))
+            donate = tuple(range(start, start + len(jax.tree_util.tree_leaves(args[i]))))
+        box = {}
+
+        def flat(*lv):
+            out, box["out"] = jax.tree_util.tree_flatten(self.fns[name](*jax.tree_util.tree_unflatten(tdef, lv)))
+            return out
+
+        if cache.program_dir() is None:
+            # nothing is kept: the plain jitted program (an export costs a quarter more compile
+            # time, for nothing; same bits, checked by tests/test_cache.py)
+            fn = jax.jit(flat, donate_argnums=donate)
+            jax.eval_shape(fn, *leaves)
+            return fn, box["out"]
+        got = cache.load_program(key)
+        if got is None:
+            try:
+                exported = jax.export.export(jax.jit(flat), platforms=[platform])(*leaves)
+                blob = exported.serialize()
+            except NotImplementedError:
+                # a program with a host callback cannot be exported: it runs jitted, and JAX's
+                # persistent cache leaves it out too; always so for this program, so its bits
+                # do not depend on the caches
+                fn = jax.jit(flat, donate_argnums=donate)
+                jax.eval_shape(fn, *leaves)
+                return fn, box["out"]
+            got = (jax.export.deserialize(blob), box["out"])
+            cache.save_program(key, *got)
+        exported, out_def = got
+        return jax.jit(exported.call, donate_argnums=donate), out_def
 
 
 @functools.lru_cache(maxsize=32)
@@ -252,9 +308,9 @@ def chunk_shape(plan: Plan, chunks: list[list[tuple]], n_devices: int) -> tuple[
 
 def compute_chunk(plan: Plan, points: list[tuple], devices: tuple, bar: _Bar | None = None,
                   groups: int | None = None, n_blocks: int | None = None) -> dict[str, np.ndarray]:
-    """The outputs of ``points`` (a leading axis in their order), computed in blocks on
-    ``devices`` (padded to ``groups`` groups per stream and ``n_blocks`` blocks); each device
-    runs its share of the blocks in a thread of its own (compiles and runs concurrently)."""
+    """The outputs of ``points`` (a leading axis in their order), computed in blocks split into
+    ``len(devices)`` shares (padded to ``groups`` groups per stream and ``n_blocks`` blocks); each
+    share runs in a thread of its own, on its device (on a CPU, all on the first one)."""
     e = plan.experiment
     progs = programs(e, plan.static)
     lay = layout_chunk(plan, points, len(devices), groups, n_blocks)
@@ -266,19 +322,24 @@ def compute_chunk(plan: Plan, points: list[tuple], devices: tuple, bar: _Bar | N
         params = e.params(plan.static, plan.columns(lay.slots))
         params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, G, M) + x.shape[1:]), params)
 
+    # XLA's CPU client runs concurrent executions of one device in parallel: on a CPU every share
+    # runs on the first device, with one compiled program (measured: a third of the compile time
+    # of one program per host device, the same run time); accelerators get one program each
+    on_cpu = devices[0].platform == "cpu"
+
     def on_device(i: int):
-        dev = devices[i]
+        dev = devices[0] if on_cpu else devices[i]
         with jax.enable_x64(e.x64):
             put = functools.partial(jax.device_put, device=dev)
             p = put(jax.tree_util.tree_map(lambda x: x[i], params))
             shared, nb, ng = put(plan.shared), put(np.int32(per)), put(np.int32(G))
-            state = progs.init(shared, p, nb, ng)
+            state = progs("init", shared, p, nb, ng)
             for k in range(n_segments):
-                state = progs.step(shared, p, state, put(np.int32(k)), nb, ng)
+                state = progs("step", shared, p, state, put(np.int32(k)), nb, ng)
                 if bar is not None:
                     jax.block_until_ready(state)
                     bar.segment(k, 1.0 / n_dev)
-            return jax.device_get(progs.finish(shared, p, state, nb, ng))
+            return jax.device_get(progs("finish", shared, p, state, nb, ng))
 
     if n_dev == 1:
         outs = [on_device(0)]

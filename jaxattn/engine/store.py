@@ -21,35 +21,16 @@ from __future__ import annotations
 import glob
 import json
 import os
-import secrets
-import socket
 import time
 
 import numpy as np
 import xarray as xr
 
+from jaxattn.engine.files import HOST, atomic_write, tmp_name
 from jaxattn.engine.sweepfile import read_sweep
 
 ENGINE = "netcdf4"
-HOST = socket.gethostname()
 STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died, wherever it ran
-
-
-def tmp_name(path: str) -> str:
-    """A temporary name beside ``path``, unique to this host and process."""
-    tag = f"{HOST}-{os.getpid()}-{secrets.token_hex(3)}"
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{tag}")
-
-
-def atomic_write(path: str, write) -> None:
-    """``write(tmp)`` then rename ``tmp`` onto ``path``."""
-    tmp = tmp_name(path)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def write_json(path: str, obj) -> None:

@@ -128,6 +128,9 @@ def run_sweep(sweep: Sweep, out: str, *, devices=None, chunk_size: int | None = 
               max_chunks: int | None = None) -> Report:
     """Run (or resume) ``sweep`` into the store at ``out``; finished chunks are skipped, failed
     ones retried. ``max_chunks`` stops after computing that many (for tests and dry runs)."""
+    from jaxattn.engine import cache
+
+    cache.enable()  # sweeps remember their programs (unless JAXATTN_NO_CACHE is set)
     plan = sweep_plan(sweep)
     devices = tuple(jax.local_devices() if devices is None else devices)
     man = open_store(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)

@@ -20,7 +20,7 @@ import xarray as xr
 
 from jaxattn import engine
 from jaxattn.core.attention import prefix_mask
-from jaxattn.engine import Experiment, Grid, Layout, OneShot, float_axis, int_axis, over_groups, stream_values
+from jaxattn.engine import Experiment, Grid, Layout, float_axis, int_axis, over_groups, stream_values
 from jaxattn.slm import network as mh
 from jaxattn.slm import ode as slm_ode
 from jaxattn.slm import priors
@@ -215,14 +215,14 @@ class ODEStatic(NamedTuple):
     chunk: int | None
 
 
-class OrderParameterODE(OneShot):
+class OrderParameterODE(Experiment):
     """The order-parameter ODEs of online SGD (Spec A, section 3) in float64, each point started
     from the initial ``(M, Q, b)`` of the online-SGD run of the same seed (its keys drawn at
     dimension ``D``): ``M``, ``Q``, ``b`` and the risk at the recording times, and whether the
-    solve failed (``diverged``)."""
+    solve failed (``diverged``). Each segment integrates one interval between recording times."""
 
     name = "slm_ode"
-    doc = "single-location model, order-parameter ODEs (jaxattn.slm.ode)"
+    doc = "single-location model, order-parameter ODEs (jaxattn.slm.integrate)"
     config_type = SLMODEConfig
     axes = ODE_AXES
     x64 = True
@@ -247,26 +247,52 @@ class OrderParameterODE(OneShot):
                 **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
                 **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")}}
 
-    def compute(self, static: ODEStatic, shared, p) -> dict:
-        """One group: ``p`` leaves ``(S, M)``; the initial conditions are those of each stream."""
+    def _args(self, static: ODEStatic, q) -> slm_ode.ODEArgs:
+        return slm_ode.ODEArgs(q["eta"] / static.batch_size, q["signal"], q["noise"],
+                               prefix_mask(q["H"], static.H_max), prefix_mask(q["L"], static.L_max))
+
+    def _record(self, static, shared, y, ok, q) -> dict:
+        a = self._args(static, q)
+        M, Q, b = _masked(y.M, y.Q, y.b, a.head_mask)
+        return dict(M=M, Q=Q, b=b, risk=slm_ode.risk_at(y, a, shared["bank"], static.arch), ok=ok)
+
+    def init(self, static: ODEStatic, shared, p, n_groups):
         def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
             keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(jnp.float64)
             dirs = shared["directions"].astype(jnp.float64)
             return slm_ode.OrderParams(keys @ dirs.T / static.D, keys @ keys.T / static.D,
                                        jnp.zeros(static.H_max, jnp.float64))
 
-        S, M = p["eta"].shape
-        start = jax.vmap(y0)(p["init_key"][:, 0])
-        flat = lambda x: x.reshape((S * M,) + x.shape[2:])  # noqa: E731
-        y = jax.tree_util.tree_map(lambda x: flat(jnp.broadcast_to(x[:, None], (S, M) + x.shape[1:])), start)
-        hm = jax.vmap(lambda h: prefix_mask(h, static.H_max))(flat(p["H"]))
-        args = slm_ode.ODEArgs(flat(p["eta"]) / static.batch_size, flat(p["signal"]), flat(p["noise"]), hm,
-                               jax.vmap(lambda n: prefix_mask(n, static.L_max))(flat(p["L"])))
-        sol = slm_ode.solve(y, args, shared["bank"], jnp.asarray(static.times), static.arch, static.rtol,
-                            static.atol, static.max_steps, static.chunk)
-        Mo, Qo, bo = _masked(sol.M, sol.Q, sol.b, hm[:, None, :])
-        out = dict(M=Mo, Q=Qo, b=bo, risk=sol.risk, diverged=~sol.ok)
-        return jax.tree_util.tree_map(lambda x: x.reshape((S, M) + x.shape[1:]), out)
+        start = jax.vmap(y0)(stream_values(p["init_key"]))  # (S, ...): one start per stream
+        T = len(static.times)
+
+        def group(q):
+            y = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x[:, None], q["eta"].shape + x.shape[1:]), start)
+            rec = jax.eval_shape(jax.vmap(jax.vmap(lambda y, q: self._record(static, shared, y, True, q))), y, q)
+            buf = {k: jnp.zeros(v.shape[:2] + (T,) + v.shape[2:], v.dtype) for k, v in rec.items() if k != "ok"}
+            return y, jnp.ones(q["eta"].shape, bool), buf
+
+        return over_groups(group, n_groups, p)
+
+    def step(self, static: ODEStatic, shared, p, state, k, n_groups):
+        ts = jnp.asarray(static.times)
+        t0 = jnp.where(k == 0, 0.0, ts[jnp.maximum(k - 1, 0)])  # segment k: up to the k-th recording
+
+        def one(y, ok, rec, q):
+            y, ok1 = slm_ode.advance(y, self._args(static, q), shared["bank"], t0, ts[k], static.arch,
+                                     static.rtol, static.atol, static.max_steps, static.chunk)
+            r = self._record(static, shared, y, ok & ok1, q)
+            rec = {n: rec[n].at[k].set(r[n]) for n in rec}
+            return y, r["ok"], rec
+
+        return over_groups(lambda y, ok, rec, q: jax.vmap(jax.vmap(one))(y, ok, rec, q), n_groups, *state, p)
+
+    def finish(self, static, shared, p, state, n_groups):
+        _, ok, rec = state
+        return {**rec, "diverged": ~ok}
+
+    def progress_units(self, static: ODEStatic):
+        return np.diff(np.asarray(static.times), prepend=0.0), "t"
 
     def layout(self, static: ODEStatic) -> Layout:
         return _head_layout(static.times, static.H_max, static.F, "risk")

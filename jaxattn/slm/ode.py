@@ -15,7 +15,10 @@ at ``eta / B`` (drift and noise both).
 
 Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5), vmapped over a grid of ``eta``,
 signal strength, noise switch, head/position masks and initial conditions: one compile per grid
-shape. A failed solve is reported per grid point (``ok``), never raised for the whole grid.
+shape. Each interval between two recording times is one solve (:func:`advance`), so the engine
+can step an ODE grid record by record and a program holds no host callback (diffrax checks the
+save times of ``SaveAt(ts=...)`` with one, which keeps a program out of JAX's persistent cache).
+A failed solve is reported per grid point (``ok``), never raised for the whole grid.
 """
 
 from __future__ import annotations
@@ -122,8 +125,9 @@ def integrate_grid(
     rtol: float = 1e-5, atol: float = 1e-7, max_steps: int = 20000, chunk: int | None | str = "auto",
 ) -> Solution:
     """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
-    return the solution at the times ``ts``; one compile per grid shape. ``chunk``: draws of the
-    bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is :func:`default_chunk`."""
+    return the solution at the times ``ts`` (increasing, ``>= 0``); one compile per grid shape.
+    ``chunk``: draws of the bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is
+    :func:`default_chunk`. ``max_steps`` is per interval between two recording times."""
     chunk = default_chunk() if chunk == "auto" else chunk
     return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
@@ -133,27 +137,43 @@ def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> S
     return solve(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
 
+def advance(y: OrderParams, a: ODEArgs, bank: Bank, t0, t1, arch: Arch, rtol, atol, max_steps: int,
+            chunk: int | None) -> tuple[OrderParams, Array]:
+    """One point from ``t0`` to ``t1`` (adaptive Dopri5, PID controller): the state at ``t1`` and
+    whether the solve succeeded (``NaN`` state once it has not). The interval is solved on its own,
+    so a run is the same whether it is integrated in one call or interval by interval."""
+    def field(t, y, _):
+        return rhs(y, a, bank, arch, chunk)
+
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(field), diffrax.Dopri5(), t0=t0, t1=t1, dt0=None, y0=y,
+        saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps, throw=False,
+    )
+    ok = sol.result == diffrax.RESULTS.successful
+    return jax.tree_util.tree_map(lambda x: jnp.where(ok, x[0], jnp.nan), sol.ys), ok
+
+
+def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
+    """``R(M, Q, b)`` of one point's state, on the bank at its signal strength."""
+    bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
+    return risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
+
+
 def solve(y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch, rtol, atol,
           max_steps: int, chunk: int | None) -> Solution:
-    """:func:`integrate_grid` unjitted (for the engine's block programs): the points of the
-    leading axis vmapped through one diffrax solve each."""
+    """:func:`integrate_grid` unjitted: each point of the leading axis integrated interval by
+    interval between the recording times (:func:`advance`), vmapped over the points."""
 
     def one(y0, a):
-        def field(t, y, _):
-            return rhs(y, a, bank, arch, chunk)
+        def interval(carry, tt):
+            y, ok = carry
+            y, ok1 = advance(y, a, bank, tt[0], tt[1], arch, rtol, atol, max_steps, chunk)
+            return (y, ok & ok1), (y, risk_at(y, a, bank, arch))
 
-        def save(t, y, _):
-            bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
-            return y, risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
-
-        sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field), diffrax.Dopri5(), t0=0.0, t1=ts[-1], dt0=None, y0=y0,
-            saveat=diffrax.SaveAt(ts=ts, fn=save),
-            stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-            max_steps=max_steps, throw=False,
-        )
-        (y, r) = sol.ys
-        return Solution(y.M, y.Q, y.b, r, sol.result == diffrax.RESULTS.successful)
+        starts = jnp.concatenate([jnp.zeros(1, ts.dtype), ts[:-1]])
+        (_, ok), (y, r) = jax.lax.scan(interval, (y0, jnp.asarray(True)), (starts, ts))
+        return Solution(y.M, y.Q, y.b, r, ok)
 
     return jax.vmap(one)(y0, args)
 

@@ -1,0 +1,82 @@
+"""Compile once and remember it: a second process loads the engine's programs (no trace of the
+experiment, almost no compile) and gives the same bits; a program's key changes with anything
+that changes the program."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from jaxattn.engine import cache
+
+RUN = textwrap.dedent("""
+    import json, sys
+    import equinox as eqx
+    import jax
+    import numpy as np
+    from jaxattn import engine, slm
+    from jaxattn.engine import Grid
+    spent = [0.0]
+    EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration",
+              "/jax/core/compile/backend_compile_duration")
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda e, d, **kw: spent.__setitem__(0, spent[0] + d) if e in EVENTS else None)
+    assert engine.cache.enable() is not None
+    exp = slm.SLM_SGD
+    counted = eqx.debug.assert_max_traces(type(exp).step.__get__(exp), max_traces=None)
+    exp.step = counted
+    config = slm.SLMConfig(D=24, t_max=0.5, n_records=2, n_test=16)
+    ds = engine.run(exp, config, Grid.from_values(exp.axis, dict(seed=[0, 1], H=[1, 2])))
+    np.save(sys.argv[1], ds["M"].values)
+    print(json.dumps({"traces": eqx.debug.get_num_traces(counted), "compile": spent[0]}))
+""")
+
+
+@pytest.mark.slow
+def test_a_second_process_loads_the_programs_and_gives_the_same_bits(tmp_path):
+    import numpy as np
+
+    env = {k: v for k, v in os.environ.items() if k != "JAXATTN_NO_CACHE"}
+    env["JAXATTN_CACHE_DIR"] = str(tmp_path / "cache")
+    out = []
+    for i in range(2):
+        r = subprocess.run([sys.executable, "-c", RUN, str(tmp_path / f"M{i}.npy")], env=env, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    assert out[0]["traces"] == 1 and out[1]["traces"] == 0, out  # the second process traced nothing
+    assert out[1]["compile"] < 0.25 * out[0]["compile"], out
+    np.testing.assert_array_equal(np.load(tmp_path / "M0.npy"), np.load(tmp_path / "M1.npy"))
+    assert os.listdir(tmp_path / "cache" / "programs") and os.listdir(tmp_path / "cache" / "xla")
+
+
+def test_program_key_changes_with_what_changes_the_program(monkeypatch):
+    from jaxattn import slm
+    from jaxattn.core import attention
+
+    exp = slm.SLM_SGD
+    sig = ("step", "tree", (((2, 3), "float32"),))
+    key = cache.fingerprint(exp, ("static", 1), "step", sig, "cpu", False)
+    assert key == cache.fingerprint(exp, ("static", 1), "step", sig, "cpu", False)
+    others = [cache.fingerprint(exp, ("static", 2), "step", sig, "cpu", False),
+              cache.fingerprint(exp, ("static", 1), "init", sig, "cpu", False),
+              cache.fingerprint(exp, ("static", 1), "step", sig[:2] + ((((2, 4), "float32"),),), "cpu", False),
+              cache.fingerprint(exp, ("static", 1), "step", sig, "gpu", False),
+              cache.fingerprint(exp, ("static", 1), "step", sig, "cpu", True),
+              cache.fingerprint(slm.SLM_ODE, ("static", 1), "step", sig, "cpu", False)]
+    assert len({key, *others}) == 7
+    # a registered activation is part of every program's key: another function, another key
+    monkeypatch.setattr(attention, "_REGISTERED", {})
+    attention.register_activation("gate", lambda s, b, v: s * 0.5)
+    k1 = cache.fingerprint(exp, ("static", 1), "step", sig, "cpu", False)
+    attention.register_activation("gate", lambda s, b, v: s * 0.25)
+    k2 = cache.fingerprint(exp, ("static", 1), "step", sig, "cpu", False)
+    assert len({key, k1, k2}) == 3
+
+
+def test_cache_off_by_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("JAXATTN_NO_CACHE", "1")
+    assert cache.enable(str(tmp_path)) is None
