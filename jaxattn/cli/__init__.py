@@ -1,5 +1,5 @@
 """The ``jaxattn`` command: each model's group (``jaxattn slm ...``, ``jaxattn copy ...``), loaded
-when first used, and the sweep commands (``jaxattn sweep ...``). More groups come from the
+when first used, the sweep commands (``jaxattn sweep ...``) and ``jaxattn info PATH``. More groups come from the
 entry-point group ``jaxattn.commands`` of other installed packages."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ COMMANDS = {
     "slm": "jaxattn.slm.cli:slm",
     "copy": "jaxattn.copyhead.cli:copy",
     "sweep": "jaxattn.cli.sweep:sweep",
+    "info": "jaxattn.cli.info:info",
 }
 ENTRY_POINT_GROUP = "jaxattn.commands"
 
@@ -38,9 +39,12 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
-@click.version_option(package_name="jaxattn")
-@click.option("--no-cache", is_flag=True, help="Do not use the persistent compilation cache "
-              "(also JAXATTN_NO_CACHE=1; folder: JAXATTN_CACHE_DIR).")
+@click.version_option(package_name="jaxattn", prog_name="jaxattn")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Do not use the persistent compilation cache (also JAXATTN_NO_CACHE=1; folder: JAXATTN_CACHE_DIR).",
+)
 def main(no_cache):
     """jaxattn: simulate the theory of attention."""
     from jaxattn.core.devices import use_cpu_cores

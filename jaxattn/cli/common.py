@@ -121,6 +121,11 @@ def axis_list(axis, default=None):
     """A comma-separated grid option for an engine axis (``--H 1,2,4``)."""
     cb = ints if axis.kind == "int" else floats if axis.kind == "float" else words
     d = axis.default if default is None else default
-    return click.option(flag(axis.name) if axis.name.islower() else f"--{axis.name}", axis.name, callback=cb,
-                        default=",".join(str(x) for x in d) if isinstance(d, (list, tuple)) else str(d),
-                        show_default=True, help=f"{axis.help.rstrip('.')} (comma-separated list).")
+    return click.option(
+        flag(axis.name) if axis.name.islower() else f"--{axis.name}",
+        axis.name,
+        callback=cb,
+        default=",".join(str(x) for x in d) if isinstance(d, (list, tuple)) else str(d),
+        show_default=True,
+        help=f"{axis.help.rstrip('.')} (comma-separated list).",
+    )

@@ -1,4 +1,4 @@
-"""Command line: ``jaxattn sweep run | status | plot``."""
+"""Command line: ``jaxattn sweep run | submit | status | plot``."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def _devices(n: int | None):
             jax.config.update("jax_num_cpu_devices", max(n, os.cpu_count() or 1))
     devs = jax.local_devices()
     if n is not None and n > len(devs):
-        raise click.BadParameter(f"asked for {n} devices, {len(devs)} available ({devs[0].platform})",
-                                 param_hint="--devices")
+        raise click.BadParameter(
+            f"asked for {n} devices, {len(devs)} available ({devs[0].platform})", param_hint="--devices"
+        )
     return devs[:n] if n else devs
 
 
@@ -34,25 +35,93 @@ def sweep():
     """Sweeps: a grid from a TOML file, one compile, sharded, stored chunk by chunk, resumable."""
 
 
+def _worker(text: str | None) -> tuple[int, int] | None:
+    """``I/N`` from ``--worker``, else from a SLURM job array's environment, else ``None``."""
+    if text is None:
+        i, n = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_ARRAY_TASK_COUNT")
+        if i is None or n is None:
+            return None
+        text = f"{i}/{n}"
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise click.BadParameter(f"expected I/N (e.g. 0/4), got {text!r}", param_hint="--worker") from None
+    if not 0 <= i < n:
+        raise click.BadParameter(f"expected 0 <= I < N, got {text!r}", param_hint="--worker")
+    return i, n
+
+
+def start_distributed() -> None:
+    """``jax.distributed.initialize`` from the environment: a TPU pod or SLURM is detected by
+    JAX; elsewhere ``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES`` and ``JAX_PROCESS_ID`` name
+    the coordinator, the number of processes and this one. Recoverability is turned on so that a
+    process that dies does not stop the others (they finish their chunks and take over its)."""
+    import jax
+
+    jax.config.update("jax_enable_recoverability", True)
+    kw = {}
+    if os.environ.get("JAX_NUM_PROCESSES"):
+        kw["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
+    if os.environ.get("JAX_PROCESS_ID"):
+        kw["process_id"] = int(os.environ["JAX_PROCESS_ID"])
+    jax.distributed.initialize(**kw)
+
+
 @sweep.command("run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
-@click.option("--out", type=click.Path(file_okay=False), default=None,
-              help="Store folder (default: results/<file name>).")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default=None, help="Store folder (default: results/<file name>)."
+)
 @click.option("--devices", type=int, default=None, help="Use the first N local devices (default: all).")
 @click.option("--memory-budget", default=None, help="Memory for one chunk, e.g. 2GB (default: the file's).")
 @click.option("--chunk-size", type=int, default=None, help="Points per chunk (overrides the memory budget).")
 @click.option("--extend", is_flag=True, help="Accept a grid with added values: compute only the new points.")
-@click.option("--distributed", is_flag=True, help="Call jax.distributed.initialize() first (several hosts).")
+@click.option(
+    "--worker",
+    "worker_text",
+    default=None,
+    metavar="I/N",
+    help="One of N workers sharing the store (default: from SLURM_ARRAY_TASK_ID/COUNT). Only "
+    "orders which chunks this worker tries first; claims decide who computes what.",
+)
+@click.option("--reclaim", is_flag=True, help="Take over every claim found at start (after a crash).")
+@click.option(
+    "--claim-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds without a heartbeat after which another host's claim is dead.",
+)
+@click.option(
+    "--distributed",
+    is_flag=True,
+    help="Call jax.distributed.initialize() first (a TPU pod, several GPU hosts): process 0 plans.",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
-def run_cmd(file, out, devices, memory_budget, chunk_size, extend, distributed, progress, as_json):
-    """Run (or resume) the sweep in FILE."""
+def run_cmd(
+    file,
+    out,
+    devices,
+    memory_budget,
+    chunk_size,
+    extend,
+    worker_text,
+    reclaim,
+    claim_timeout,
+    distributed,
+    progress,
+    as_json,
+):
+    """Run (or resume, or help with) the sweep in FILE: claim a chunk, compute it, write it, take the
+    next, until every chunk of the store is finished."""
     from jaxattn import sweep as sw
 
+    worker = _worker(worker_text)
+    if claim_timeout <= 0:
+        raise click.BadParameter(f"must be > 0, got {claim_timeout}", param_hint="--claim-timeout")
     if distributed:
-        import jax
-
-        jax.distributed.initialize()
+        start_distributed()
     try:
         spec = sw.load_file(file)
         budget = sw.parse_size(memory_budget) if memory_budget is not None else None
@@ -61,36 +130,146 @@ def run_cmd(file, out, devices, memory_budget, chunk_size, extend, distributed, 
     out = out or os.path.join("results", os.path.splitext(os.path.basename(file))[0])
     devs = _devices(devices)
     try:
-        rep = sw.run(spec, out, devices=devs, chunk_size=chunk_size, memory_budget=budget, extend=extend,
-                     progress=progress)
+        rep = sw.run(
+            spec,
+            out,
+            devices=devs,
+            chunk_size=chunk_size,
+            memory_budget=budget,
+            extend=extend,
+            progress=progress,
+            worker=worker,
+            reclaim=reclaim,
+            claim_timeout=claim_timeout,
+        )
     except sw.SweepChanged as err:
         raise click.UsageError(str(err)) from err
-    st = sw.status(out)
-    emit({"out": out, "model": spec.model, "n_points": spec.n_points, "n_chunks": rep.n_chunks,
-           "chunk_points": rep.chunk_points, "devices": rep.n_devices, "computed": len(rep.computed),
-           "skipped": len(rep.skipped), "failed": len(st["failed"]), "pending": len(st["pending"]),
-           "diverged": len(st["diverged"]), "wall_seconds": round(rep.wall_seconds, 2)}, as_json)
+    st = sw.status(out, claim_timeout=claim_timeout)
+    emit(
+        {
+            "out": out,
+            "model": spec.model,
+            "n_points": spec.n_points,
+            "n_chunks": rep.n_chunks,
+            "chunk_points": rep.chunk_points,
+            "devices": rep.n_devices,
+            "computed": len(rep.computed),
+            "skipped": len(rep.skipped),
+            "failed": len(st["failed"]),
+            "pending": len(st["pending"]),
+            "diverged": len(st["diverged"]),
+            "wall_seconds": round(rep.wall_seconds, 2),
+        },
+        as_json,
+    )
     if st["failed"]:
         raise SystemExit(1)
 
 
+@sweep.command("submit")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--out", type=click.Path(file_okay=False), required=True, help="Store folder (shared by the workers).")
+@click.option("--executor", type=click.Choice(["slurm", "local"]), default="slurm", show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True, help="Workers (one job-array task each).")
+@click.option("--partition", default=None, help="SLURM partition.")
+@click.option("--gpus-per-node", type=int, default=None, help="GPUs per worker.")
+@click.option("--cpus-per-task", type=int, default=None, help="CPU cores per worker.")
+@click.option("--mem-gb", type=float, default=None, help="Memory per worker, in GB.")
+@click.option(
+    "--time",
+    "time_min",
+    type=int,
+    default=60,
+    show_default=True,
+    help="Minutes per job; a worker that runs out is requeued and goes on.",
+)
+@click.option("--logs", default=None, help="Folder of submitit's logs (default: OUT/submitit).")
+@click.option(
+    "--wait/--no-wait", default=None, help="Wait for the workers and report (default: yes for local, no for slurm)."
+)
+@click.option("--json", "as_json", is_flag=True)
+def submit_cmd(
+    file, out, executor, workers, partition, gpus_per_node, cpus_per_task, mem_gb, time_min, logs, wait, as_json
+):
+    """Submit the sweep in FILE as WORKERS workers of a submitit job array (`--executor local`:
+    subprocesses of this machine). Each runs `jaxattn sweep run FILE --out OUT --worker I/N`."""
+    from jaxattn.engine import launch
+
+    if workers < 1:
+        raise click.BadParameter(f"must be >= 1, got {workers}", param_hint="--workers")
+    try:
+        jobs = launch.submit(
+            file,
+            out,
+            executor=executor,
+            workers=workers,
+            partition=partition,
+            gpus_per_node=gpus_per_node,
+            cpus_per_task=cpus_per_task,
+            mem_gb=mem_gb,
+            time_min=time_min,
+            folder=logs,
+        )
+    except (ImportError, ValueError) as err:
+        raise click.UsageError(str(err)) from err
+    wait = executor == "local" if wait is None else wait
+    summary = {"out": out, "executor": executor, "workers": workers, "jobs": [j.job_id for j in jobs]}
+    if wait:
+        results = launch.wait(jobs)
+        from jaxattn import sweep as sw
+
+        st = sw.status(out)
+        summary.update(
+            computed=[len(r) for r in results],
+            done=len(st["done"]),
+            pending=len(st["pending"]),
+            failed=len(st["failed"]),
+        )
+    emit(summary, as_json)
+
+
 @sweep.command("status")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--claim-timeout",
+    type=float,
+    default=300.0,
+    show_default=True,
+    help="Seconds without a heartbeat after which a claim counts as stale.",
+)
 @click.option("--json", "as_json", is_flag=True)
-def status_cmd(path, as_json):
-    """Done, pending and failed chunks of the store at PATH, and the diverged grid points."""
+def status_cmd(path, claim_timeout, as_json):
+    """Done, pending, claimed, stale and failed chunks of the store at PATH, each worker's chunks
+    and last heartbeat, the time left at the current pace, and the diverged grid points."""
     from jaxattn import sweep as sw
 
-    st = sw.status(path)
+    try:
+        st = sw.status(path, claim_timeout=claim_timeout)
+    except FileNotFoundError as err:
+        raise click.ClickException(str(err)) from err
     if as_json:
         click.echo(json.dumps(st))
         return
     click.echo(f"model: {st['model']}  points: {st['n_points']}  chunks: {st['n_chunks']}")
-    click.echo(f"done: {len(st['done'])}  pending: {len(st['pending'])}  failed: {len(st['failed'])}")
-    if st["pending"] and st["seconds_per_chunk"]:
-        left = len(st["pending"]) * st["seconds_per_chunk"]
-        click.echo(f"time left at the last run's pace: about {left / 60:.1f} min "
-                   f"({st['seconds_per_chunk']:.1f} s per chunk)")
+    click.echo(
+        f"done: {len(st['done'])}  pending: {len(st['pending'])}  claimed: {len(st['claimed'])}  "
+        f"stale: {len(st['stale'])}  failed: {len(st['failed'])}"
+    )
+    if st["seconds_left"]:
+        left = st["seconds_left"]
+        click.echo(
+            f"time left at the current pace: about {left:.0f} s"
+            if left < 120
+            else f"time left at the current pace: about {left / 60:.1f} min"
+        )
+    for label, w in st["workers"].items():
+        seen = "" if w["last_seen_seconds_ago"] is None else f", last seen {w['last_seen_seconds_ago']:.0f} s ago"
+        click.echo(
+            f"  worker {label} ({w['host']}, pid {w['pid']}): {len(w['computed'])} computed, "
+            f"claims {w['claimed']}{seen}"
+        )
+    for cid in st["stale"]:
+        click.echo(f"  stale claim: chunk {cid} (taken over by the next worker that gets to it)")
     for cid, err in st["failed"].items():
         click.echo(f"  failed chunk {cid}: {err.splitlines()[0]}")
     click.echo(f"diverged points: {len(st['diverged'])}")

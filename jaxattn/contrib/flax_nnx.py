@@ -108,24 +108,38 @@ class MultiHeadAttention(nnx.Module):
         self.head_dim = qkv_features // num_heads
 
         def proj(n_in):
-            return nnx.LinearGeneral(n_in, (num_heads, self.head_dim), use_bias=use_bias,
-                                     param_dtype=param_dtype, rngs=rngs)
+            return nnx.LinearGeneral(
+                n_in, (num_heads, self.head_dim), use_bias=use_bias, param_dtype=param_dtype, rngs=rngs
+            )
 
         self.query = proj(in_features)
         self.key = proj(in_kv_features)
         self.value = proj(in_kv_features)
-        self.out = nnx.LinearGeneral((num_heads, self.head_dim), out_features, axis=(-2, -1),
-                                     use_bias=use_bias, param_dtype=param_dtype, rngs=rngs)
+        self.out = nnx.LinearGeneral(
+            (num_heads, self.head_dim),
+            out_features,
+            axis=(-2, -1),
+            use_bias=use_bias,
+            param_dtype=param_dtype,
+            rngs=rngs,
+        )
         self.head_bias = nnx.Param(jnp.zeros(num_heads, param_dtype))
 
-    def __call__(self, inputs_q: jax.Array, inputs_kv: jax.Array | None = None, *,
-                 mask: jax.Array | None = None, causal: bool = False) -> jax.Array:
+    def __call__(
+        self,
+        inputs_q: jax.Array,
+        inputs_kv: jax.Array | None = None,
+        *,
+        mask: jax.Array | None = None,
+        causal: bool = False,
+    ) -> jax.Array:
         inputs_kv = inputs_q if inputs_kv is None else inputs_kv
         q, k, v = self.query(inputs_q), self.key(inputs_kv), self.value(inputs_kv)
         if causal:
             Lq, Lk = inputs_q.shape[-2], inputs_kv.shape[-2]
             tri = jnp.tril(jnp.ones((Lq, Lk), bool))
             mask = tri if mask is None else jnp.logical_and(mask, tri)
-        x = dot_product_attention(q, k, v, self.head_bias[...], activation=self.activation,
-                                  aggregation=self.aggregation, mask=mask)
+        x = dot_product_attention(
+            q, k, v, self.head_bias[...], activation=self.activation, aggregation=self.aggregation, mask=mask
+        )
         return self.out(x)

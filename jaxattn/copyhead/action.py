@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxattn.core import checks
 from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import task
+from jaxattn.core import checks
 
 
 class CopyHyper(NamedTuple):
@@ -90,8 +90,9 @@ def attention_stats(A: Float[Array, "L L"], cyclic: bool = True) -> ActionStats:
     L = A.shape[0]
     Am = A * task.loss_positions(L, cyclic)[:, None].astype(A.dtype)
     rows = jnp.sum(Am, axis=1)
-    return ActionStats(jnp.sum(Am * task.shift_matrix(L, cyclic, A.dtype)), jnp.sum(Am**2), jnp.sum(rows),
-                       jnp.sum(rows**2))
+    return ActionStats(
+        jnp.sum(Am * task.shift_matrix(L, cyclic, A.dtype)), jnp.sum(Am**2), jnp.sum(rows), jnp.sum(rows**2)
+    )
 
 
 def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N: float = 1.0) -> Float[Array, ""]:
@@ -120,14 +121,17 @@ def reduced_action(st: ActionStats, G2: Float[Array, "*b"], P: Float[Array, "*b"
     kP = h.beta / h.L * P
     d_perp = 1.0 / om + kP * q / V
     d_one = 1.0 / om + kP * n / V
-    energy = (G2 / (2 * h.sigma_G2) + kP * h.n_pos / 2
-              - kP**2 / 2 * ((V - 1) * (s / V) ** 2 / d_perp + (u / V) ** 2 / d_one))
+    energy = (
+        G2 / (2 * h.sigma_G2) + kP * h.n_pos / 2 - kP**2 / 2 * ((V - 1) * (s / V) ** 2 / d_perp + (u / V) ** 2 / d_one)
+    )
     occam = V / 2 * ((V - 1) * jnp.log1p(kP * om * q / V) + jnp.log1p(kP * om * n / V))
     scale, w = _weights(h.N)
     return scale * energy + w * occam
 
 
-def reduced_action_of_G(G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.CopyArch, N: float = 1.0) -> Float[Array, ""]:
+def reduced_action_of_G(
+    G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.CopyArch, N: float = 1.0
+) -> Float[Array, ""]:
     """(B.3b) evaluated at an arbitrary logit matrix ``G`` (its attention's statistics, ``|G|^2``)."""
     st = attention_stats(cm.attention(G, arch), arch.cyclic)
     h = hyper(arch, 1.0, G.dtype)._replace(N=jnp.asarray(N, G.dtype))  # N may be traced
@@ -135,6 +139,7 @@ def reduced_action_of_G(G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.Co
 
 
 # --- the order-parameter ansatz ------------------------------------------------------------------
+
 
 def prev_weight_softmax(c: Float[Array, "*b"], L) -> Float[Array, "*b"]:
     """``a = e^c / (e^c + L - 1)``: the weight on the previous token at copy strength ``c``."""
@@ -165,7 +170,9 @@ def softmax_logits(c: Float[Array, ""], L: int, cyclic: bool = True) -> Float[Ar
     return jnp.where(mask, c * (S - 1.0 / L), 0.0)
 
 
-def linear_stats(a1: Float[Array, "*b"], aG: Float[Array, "*b"], h: CopyHyper) -> tuple[ActionStats, Float[Array, "*b"]]:
+def linear_stats(
+    a1: Float[Array, "*b"], aG: Float[Array, "*b"], h: CopyHyper
+) -> tuple[ActionStats, Float[Array, "*b"]]:
     """Statistics and ``|G|^2 = g^2 q`` of ``A = a_1 11^T / L + a_G S`` on the loss rows (each row:
     ``a_1 / L`` everywhere plus ``a_G`` on the previous position)."""
     npos, L = h.n_pos, h.L
@@ -175,7 +182,9 @@ def linear_stats(a1: Float[Array, "*b"], aG: Float[Array, "*b"], h: CopyHyper) -
     return st, h.g**2 * q
 
 
-def linear_action(a1: Float[Array, "*b"], aG: Float[Array, "*b"], P: Float[Array, "*b"], h: CopyHyper) -> Float[Array, "*b"]:
+def linear_action(
+    a1: Float[Array, "*b"], aG: Float[Array, "*b"], P: Float[Array, "*b"], h: CopyHyper
+) -> Float[Array, "*b"]:
     """``S(a_1, a_G)``: (B.3b) on the linear ansatz (:func:`linear_stats`)."""
     st, G2 = linear_stats(a1, aG, h)
     return reduced_action(st, G2, P, h)

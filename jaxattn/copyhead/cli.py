@@ -39,8 +39,9 @@ def copy():
 @config_options(CopyConfig, choices=CHOICES)
 @click.option("--P", "P", callback=ints, default="200,350,700", show_default=True, help="Sample sizes (list).")
 @click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1.")
-@click.option("--inits", callback=words, default="random,copy", show_default=True,
-              help="Initialisations (random, copy).")
+@click.option(
+    "--inits", callback=words, default="random,copy", show_default=True, help="Initialisations (random, copy)."
+)
 @progress_option
 @click.option("--out", default="results/copy_train.nc", show_default=True, help="netCDF file ('' for none).")
 @click.option("--figure", default="results/copy_train.png", show_default=True, help="PNG ('' for none).")
@@ -62,34 +63,39 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
         copy_figure(ds, path=figure)
     head = {k: _scalar_or_list(best[k].values) for k in HEADLINE}
     inits = ds["init"].values.tolist()
-    emit({
-        **head,
-        "P": P if len(P) > 1 else P[0],
-        "best_init": _scalar_or_list(best["best_init"].values, str),
-        "n_copy": {i: _scalar_or_list(best["n_copy"].sel(init=i), int) for i in inits},
-        "n_uniform": {i: _scalar_or_list(best["n_uniform"].sel(init=i), int) for i in inits},
-        "hysteresis": [bool(h) for h in best["hysteresis"].values] if len(P) > 1 else bool(best["hysteresis"][0]),
-        "n_runs": int(ds["U"].size),
-        "n_converged": int(ds["converged"].sum()),
-        "n_diverged": int(ds["diverged"].sum()),
-        "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
-        "out": out,
-        "figure": figure,
-    }, as_json)
+    emit(
+        {
+            **head,
+            "P": P if len(P) > 1 else P[0],
+            "best_init": _scalar_or_list(best["best_init"].values, str),
+            "n_copy": {i: _scalar_or_list(best["n_copy"].sel(init=i), int) for i in inits},
+            "n_uniform": {i: _scalar_or_list(best["n_uniform"].sel(init=i), int) for i in inits},
+            "hysteresis": [bool(h) for h in best["hysteresis"].values] if len(P) > 1 else bool(best["hysteresis"][0]),
+            "n_runs": int(ds["U"].size),
+            "n_converged": int(ds["converged"].sum()),
+            "n_diverged": int(ds["diverged"].sum()),
+            "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+            "out": out,
+            "figure": figure,
+        },
+        as_json,
+    )
 
 
 @copy.command()
 @config_options(CopyData, choices=CHOICES)
 @config_options(SGLDConfig)
 @click.option("--P", "P", callback=ints, default="200,700", show_default=True, help="Sample sizes (list).")
-@click.option("--starts", callback=words, default="uniform,copy", show_default=True,
-              help="Chain starts (uniform, copy).")
+@click.option(
+    "--starts", callback=words, default="uniform,copy", show_default=True, help="Chain starts (uniform, copy)."
+)
 @progress_option
 @click.option("--out", default="results/copy_sample.nc", show_default=True, help="netCDF file ('' for none).")
 @click.option("--figure", default="results/copy_sample.png", show_default=True, help="PNG ('' for none).")
+@click.option("--arviz", "arviz_path", default=None, help="Also write the draws as ArviZ InferenceData (netCDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
-def sample(P, starts, progress, out, figure, as_json, **o):
+def sample(P, starts, progress, out, figure, arviz_path, as_json, **o):
     """SGLD chains on exp(-N U) from uniform and copy starts; report posterior means per P."""
     from jaxattn import io
     from jaxattn.copyhead import experiments as ex
@@ -98,23 +104,46 @@ def sample(P, starts, progress, out, figure, as_json, **o):
     ds = ex.sample(config_from(CopyData, o), config_from(SGLDConfig, o), P=P, start=starts, progress=progress)
     if out:
         io.save(ds, out)
+    if arviz_path:
+        from jaxattn.core.diagnostics import to_arviz
+
+        to_arviz(ds, list(ex.SAMPLE_OBSERVABLES)).to_netcdf(arviz_path)
     if figure:
         copy_figure(None, ds, path=figure)
+    starts_ = ds["start"].values.tolist()
     head = {}
     for k in HEADLINE:
         s = ex.posterior_summary(ds, k)
         head[k] = {st: _scalar_or_list(s["mean"].sel(start=st).values) for st in ds["start"].values.tolist()}
         if k == "prev_weight":
-            head["prev_weight_se"] = {st: _scalar_or_list(s["se"].sel(start=st).values)
-                                      for st in ds["start"].values.tolist()}
+            head["prev_weight_se"] = {
+                st: _scalar_or_list(s["se"].sel(start=st).values) for st in ds["start"].values.tolist()
+            }
     first = dict(start=0, chain=0)
-    emit({**head, "P": P if len(P) > 1 else P[0], "n_chains": int(ds.sizes["chain"]),
-          "n_diverged": int(ds["diverged"].sum()), "eps_G": _scalar_or_list(ds["eps_G"].isel(first).values),
-          "eps_W": _scalar_or_list(ds["eps_W"].isel(first).values),
-          "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2), "out": out, "figure": figure}, as_json)
+    emit(
+        {
+            **head,
+            "P": P if len(P) > 1 else P[0],
+            "n_chains": int(ds.sizes["chain"]),
+            "n_diverged": int(ds["diverged"].sum()),
+            "eps_G": _scalar_or_list(ds["eps_G"].isel(first).values),
+            "eps_W": _scalar_or_list(ds["eps_W"].isel(first).values),
+            **{
+                f"{d}_{k}": {st: _scalar_or_list(ds[f"{d}_{k}"].sel(start=st).values) for st in starts_}
+                for k in HEADLINE
+                for d in ("rhat", "ess")
+            },
+            "arviz": arviz_path,
+            "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+            "out": out,
+            "figure": figure,
+        },
+        as_json,
+    )
 
 
 # --- theory (Spec B, section 3) ------------------------------------------------------------------
+
 
 def _N(_ctx, param, value):
     try:
@@ -125,8 +154,14 @@ def _N(_ctx, param, value):
 
 @copy.command()
 @config_options(CopyArch, choices=CHOICES)
-@click.option("--N", "N", callback=_N, default="1", show_default=True,
-              help="Inverse temperature of exp(-N U); 'inf' gives the MAP (no Occam term).")
+@click.option(
+    "--N",
+    "N",
+    callback=_N,
+    default="1",
+    show_default=True,
+    help="Inverse temperature of exp(-N U); 'inf' gives the MAP (no Occam term).",
+)
 @click.option("--P", "P", default=None, help="Sample sizes for the theory curves (comma-separated).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
@@ -147,8 +182,12 @@ def theory(N, P, as_json, **o):
 @click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
 @click.option("--out-dir", default="results/copy_theory", show_default=True, help="Folder of the figures.")
-@click.option("--critical/--no-critical", default=True, show_default=True,
-              help="Locate the end of the softmax first-order line (V = 4; about 30 s).")
+@click.option(
+    "--critical/--no-critical",
+    default=True,
+    show_default=True,
+    help="Locate the end of the softmax first-order line (V = 4; about 30 s).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the fits as one JSON object.")
 @clean_errors
 def phase_diagram(L_max, n_P, out_dir, critical, as_json):
@@ -162,4 +201,3 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
     fits = phase_figures(out_dir, L_max=L_max, n_P=n_P, critical=critical)
     fits["landscape"] = landscape_figure(os.path.join(out_dir, "copy_landscape.png"))
     emit(fits, as_json)
-

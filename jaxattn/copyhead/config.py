@@ -40,8 +40,9 @@ class CopyData(cm.CopyArch):
     n_test: int = field(default=2000, metadata=_h("Fresh test sequences."))
     test_seed: int = field(default=12345, metadata=_h("Seed of the test sequences."))
     copy_strength: float | None = field(default=None, metadata=_h("c of the copy start G = c S."))
-    basin_threshold: float | None = field(default=None, metadata=_h(
-        "Previous-token weight above which a run is in the copy basin."))
+    basin_threshold: float | None = field(
+        default=None, metadata=_h("Previous-token weight above which a run is in the copy basin.")
+    )
 
     @property
     def c_copy(self) -> float:
@@ -87,7 +88,7 @@ class CopyConfig(CopyData):
     sigma0: float = field(default=0.1, metadata=_h("Scale of random initial G."))
     grad_tol: float = field(default=1e-4, metadata=_h("Converged when |grad U| <= grad_tol sqrt(1 + n L)."))
 
-    def validate(self) -> "CopyConfig":
+    def validate(self) -> CopyConfig:
         super().validate()
         checks.positive("lr", self.lr)
         checks.integer("n_steps", self.n_steps, 1)
@@ -127,7 +128,7 @@ class SGLDConfig:
     def n_kept(self) -> int:
         return self.n_steps // self.thin
 
-    def validate(self) -> "SGLDConfig":
+    def validate(self) -> SGLDConfig:
         checks.positive("N", self.N)
         if self.eps_G is not None:
             checks.positive("eps_G", self.eps_G)
@@ -160,13 +161,13 @@ class CopySGLDConfig(SGLDConfig, CopyData):
     (:class:`SGLDConfig`) of a grid of SGLD chains (axes ``P``, ``start``, ``data_seed``,
     ``chain``)."""
 
-    def validate(self) -> "CopySGLDConfig":
+    def validate(self) -> CopySGLDConfig:
         CopyData.validate(self)
         SGLDConfig.validate(self)
         return self
 
     @classmethod
-    def of(cls, config: CopyData, sgld: SGLDConfig) -> "CopySGLDConfig":
+    def of(cls, config: CopyData, sgld: SGLDConfig) -> CopySGLDConfig:
         """The combination of a network config and a sampler config."""
         import dataclasses
 
@@ -190,7 +191,7 @@ class CopyTheoryConfig:
     linear_norm: str = field(default="L", metadata=_h("Linear attention A = G / L (L) or A = G (none)."))
     cyclic: bool = field(default=True, metadata=_h("Cyclic boundary."))
 
-    def validate(self) -> "CopyTheoryConfig":
+    def validate(self) -> CopyTheoryConfig:
         checks.choice("attention", self.attention, cm.ATTENTIONS)
         checks.choice("linear_norm", self.linear_norm, cm.LINEAR_NORMS)
         return self

@@ -16,7 +16,8 @@ SGLD (:func:`sample`) runs one chain per point of ``P x start x data_seed x chai
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -34,8 +35,17 @@ from jaxattn.copyhead.linear import linear_minimum
 from jaxattn.core.attention import prefix_mask
 from jaxattn.core.kernels import full_batch as fbr
 from jaxattn.core.kernels import sgld as sg
-from jaxattn.engine import (Experiment, Grid, Layout, OneShot, choice_axis, float_axis, int_axis, over_groups,
-                            stream_values)
+from jaxattn.engine import (
+    Experiment,
+    Grid,
+    Layout,
+    OneShot,
+    choice_axis,
+    float_axis,
+    int_axis,
+    over_groups,
+    stream_values,
+)
 
 INITS = ("random", "copy")
 STARTS = ("uniform", "copy")
@@ -85,8 +95,13 @@ def observe_one(arch: cm.CopyArch, st: fbr.FullBatchState, data: cm.CopyStats, t
     norm (``NaN`` if the run diverged) and ``diverged``."""
     p = st.params
     U, g = jax.value_and_grad(cm.loss)(p, data, arch)
-    out = dict(cm.order_parameters(p.G, arch), U=U, train_error=cm.error(p, data, arch),
-               test_error=cm.error(p, test, arch), grad_norm=optax.tree.norm(g))
+    out = dict(
+        cm.order_parameters(p.G, arch),
+        U=U,
+        train_error=cm.error(p, data, arch),
+        test_error=cm.error(p, test, arch),
+        grad_norm=optax.tree.norm(g),
+    )
     out = {k: jnp.where(st.diverged, jnp.nan, v) for k, v in out.items()}
     out["diverged"] = st.diverged
     return out
@@ -99,6 +114,7 @@ def _segments(n: int, k: int = N_SEGMENTS) -> tuple[int, ...]:
 
 
 # --- Adam ----------------------------------------------------------------------------------------
+
 
 class AdamStatic(NamedTuple):
     arch: cm.CopyArch
@@ -120,22 +136,36 @@ class CopyAdam(Experiment):
     name = "copy_adam"
     doc = "copy task, full-batch Adam (jaxattn.copyhead.train)"
     config_type = CopyConfig
-    axes = (int_axis("P", 200, 1, shared=True, help="Training sequences."),
-            int_axis("seed", 0, 0, help="Seed of the data set and the random start."),
-            choice_axis("init", "random", INITS, shared=True, help="Start: random or copy."))
+    axes = (
+        int_axis("P", 200, 1, shared=True, help="Training sequences."),
+        int_axis("seed", 0, 0, help="Seed of the data set and the random start."),
+        choice_axis("init", "random", INITS, shared=True, help="Start: random or copy."),
+    )
     block = 2
     group = 2
 
     def setup(self, c: CopyConfig, values):
-        static = AdamStatic(c.arch, max(values["P"]), c.n_steps, float(c.final_lr_fraction), float(c.sigma0),
-                            float(c.c_copy), float(c.lr), float(c.grad_tol), float(c.threshold),
-                            _segments(c.n_steps))
+        static = AdamStatic(
+            c.arch,
+            max(values["P"]),
+            c.n_steps,
+            float(c.final_lr_fraction),
+            float(c.sigma0),
+            float(c.c_copy),
+            float(c.lr),
+            float(c.grad_tol),
+            float(c.threshold),
+            _segments(c.n_steps),
+        )
         return static, {"test": test_stats(c)}
 
     def params(self, static, points):
-        return {"data_key": jnp.stack([data_key(s) for s in points["seed"]]),
-                "init_key": jnp.stack([init_key(s) for s in points["seed"]]),
-                "P": jnp.asarray(points["P"], jnp.int32), "is_copy": jnp.asarray([i == "copy" for i in points["init"]])}
+        return {
+            "data_key": jnp.stack([data_key(s) for s in points["seed"]]),
+            "init_key": jnp.stack([init_key(s) for s in points["seed"]]),
+            "P": jnp.asarray(points["P"], jnp.int32),
+            "is_copy": jnp.asarray([i == "copy" for i in points["init"]]),
+        }
 
     def init(self, s: AdamStatic, shared, p, n_groups):
         fb = optimizer(s.arch, s.n_steps, s.final)
@@ -187,6 +217,7 @@ COPY_ADAM = CopyAdam()
 
 # --- SGLD ----------------------------------------------------------------------------------------
 
+
 class SGLDStatic(NamedTuple):
     arch: cm.CopyArch
     n_max: int
@@ -207,10 +238,16 @@ def start_params(arch: cm.CopyArch, start: str, c_copy: float, dtype=jnp.float32
 
 def observe_draw(arch: cm.CopyArch):
     """The observables of one posterior draw (``data`` is ``(train, test)`` statistics)."""
+
     def obs(p: cm.CopyParams, data):
         train_stats, test = data
-        return dict(cm.order_parameters(p.G, arch), U=cm.loss(p, train_stats, arch),
-                    train_error=cm.error(p, train_stats, arch), test_error=cm.error(p, test, arch))
+        return dict(
+            cm.order_parameters(p.G, arch),
+            U=cm.loss(p, train_stats, arch),
+            train_error=cm.error(p, train_stats, arch),
+            test_error=cm.error(p, test, arch),
+        )
+
     return obs
 
 
@@ -221,10 +258,12 @@ class CopySGLD(Experiment):
     name = "copy_sgld"
     doc = "copy task, SGLD posterior chains (jaxattn.copyhead.sample)"
     config_type = CopySGLDConfig
-    axes = (int_axis("P", 200, 1, shared=True, help="Training sequences."),
-            choice_axis("start", "uniform", STARTS, shared=True, help="Chain start: uniform or copy."),
-            int_axis("data_seed", 0, 0, help="The data set."),
-            int_axis("chain", 0, 0, shared=True, help="The chain (its noise)."))
+    axes = (
+        int_axis("P", 200, 1, shared=True, help="Training sequences."),
+        choice_axis("start", "uniform", STARTS, shared=True, help="Chain start: uniform or copy."),
+        int_axis("data_seed", 0, 0, help="The data set."),
+        int_axis("chain", 0, 0, shared=True, help="The chain (its noise)."),
+    )
     block = 2
     group = 4
 
@@ -236,17 +275,27 @@ class CopySGLD(Experiment):
         burn = _segments(s.burn_in, 5) if s.burn_in else ()
         draws = _segments(s.n_kept)
         first = np.concatenate([[0], np.cumsum(draws)[:-1]]).astype(int)
-        static = SGLDStatic(c.arch, max(values["P"]), float(c.N), float(c.c_copy), s,
-                            burn + (0,) * len(draws), (0,) * len(burn) + tuple(int(f) for f in first),
-                            (0,) * len(burn) + draws)
+        static = SGLDStatic(
+            c.arch,
+            max(values["P"]),
+            float(c.N),
+            float(c.c_copy),
+            s,
+            burn + (0,) * len(draws),
+            (0,) * len(burn) + tuple(int(f) for f in first),
+            (0,) * len(burn) + draws,
+        )
         return static, {"test": test_stats(c)}
 
     def params(self, s: SGLDStatic, points):
         eps = s.sampler.step_sizes(s.arch, points["P"])
-        return {"data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
-                "chain_key": jnp.stack([chain_key(s.sampler.chain_seed, c) for c in points["chain"]]),
-                "P": jnp.asarray(points["P"], jnp.int32),
-                "is_copy": jnp.asarray([x == "copy" for x in points["start"]]), "eps": eps}
+        return {
+            "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
+            "chain_key": jnp.stack([chain_key(s.sampler.chain_seed, c) for c in points["chain"]]),
+            "P": jnp.asarray(points["P"], jnp.int32),
+            "is_copy": jnp.asarray([x == "copy" for x in points["start"]]),
+            "eps": eps,
+        }
 
     def _kernel(self, s: SGLDStatic):
         return sg.sgld(lambda q, d: cm.loss(q, d[0], s.arch), s.N)
@@ -260,7 +309,8 @@ class CopySGLD(Experiment):
         def group(q):
             st = _member_stats(X, q["P"], s.n_max)
             p0 = jax.vmap(jax.vmap(lambda c: jax.tree_util.tree_map(lambda u, v: jnp.where(c, v, u), uniform, copy)))(
-                q["is_copy"])
+                q["is_copy"]
+            )
             chains = jax.vmap(jax.vmap(kernel.init))(p0)
             shape = q["P"].shape + (n_kept,)
             draws = {k: jnp.zeros(shape, jnp.float32) for k in SAMPLE_OBSERVABLES}
@@ -298,13 +348,15 @@ class CopySGLD(Experiment):
         return {**draws, "diverged": chains.diverged, "eps_G": p["eps"].G, "eps_W": p["eps"].W}
 
     def layout(self, s: SGLDStatic) -> Layout:
-        return Layout({**{k: ("draw",) for k in SAMPLE_OBSERVABLES}, "diverged": (), "eps_G": (), "eps_W": ()},
-                      {"draw": np.arange(s.sampler.n_kept)}, LONG_NAMES)
+        return Layout(
+            {**{k: ("draw",) for k in SAMPLE_OBSERVABLES}, "diverged": (), "eps_G": (), "eps_W": ()},
+            {"draw": np.arange(s.sampler.n_kept)},
+            LONG_NAMES,
+        )
 
     def bytes_per_point(self, s: SGLDStatic) -> int:
         a = s.arch
-        return 4 * (s.n_max * a.L * a.V * 2 + 4 * (a.L * a.L + a.V * a.V) + (a.L * a.V) ** 2
-                    + 8 * s.sampler.n_kept)
+        return 4 * (s.n_max * a.L * a.V * 2 + 4 * (a.L * a.L + a.V * a.V) + (a.L * a.V) ** 2 + 8 * s.sampler.n_kept)
 
     def progress_units(self, s: SGLDStatic):
         return np.asarray(s.advance) + np.asarray(s.n_draws) * s.sampler.thin, "step"
@@ -318,6 +370,7 @@ COPY_SGLD = CopySGLD()
 
 # --- theory --------------------------------------------------------------------------------------
 
+
 class CopyTheory(OneShot):
     """The global minimum of the reduced effective action (Spec B, section 3), float64: for
     softmax the minimising ``c_G``, both branches' minima and their number; for linear the
@@ -327,11 +380,15 @@ class CopyTheory(OneShot):
     name = "copy_theory"
     doc = "copy task, minima of the reduced effective action (jaxattn.copyhead.softmax)"
     config_type = CopyTheoryConfig
-    axes = (float_axis("P", 200.0, help="Training sequences (a real number in the theory)."),
-            int_axis("L", 32, 2, help="Sequence length."), int_axis("V", 4, 2, help="Vocabulary size."),
-            float_axis("N", 1.0, help="Inverse temperature."), float_axis("beta", 1.0, help="Data weight."),
-            float_axis("omega", 1.0, help="Prior variance of W."),
-            float_axis("sigma_G2", 1.0, help="Prior variance of G."))
+    axes = (
+        float_axis("P", 200.0, help="Training sequences (a real number in the theory)."),
+        int_axis("L", 32, 2, help="Sequence length."),
+        int_axis("V", 4, 2, help="Vocabulary size."),
+        float_axis("N", 1.0, help="Inverse temperature."),
+        float_axis("beta", 1.0, help="Data weight."),
+        float_axis("omega", 1.0, help="Prior variance of W."),
+        float_axis("sigma_G2", 1.0, help="Prior variance of G."),
+    )
     x64 = True
     block = 8
     group = 1
@@ -378,6 +435,7 @@ COPY_THEORY = CopyTheory()
 
 # --- the Python API ------------------------------------------------------------------------------
 
+
 def _grid(experiment: Experiment, **values) -> Grid:
     return Grid.from_values(experiment.axis, values)
 
@@ -398,8 +456,9 @@ def train(
     ``train_error``, ``test_error``, ``grad_norm``, ``converged``, ``copy_basin`` and
     ``diverged``. The blocks are sharded over ``devices`` (default: all local devices)."""
     grid = _grid(COPY_ADAM, P=P, seed=seed, init=init)
-    return engine.run(COPY_ADAM, config or CopyConfig(), grid, devices=devices, block=block, group=group,
-                      progress=progress)
+    return engine.run(
+        COPY_ADAM, config or CopyConfig(), grid, devices=devices, block=block, group=group, progress=progress
+    )
 
 
 def sample(
@@ -416,11 +475,25 @@ def sample(
     """SGLD posterior samples on one data set (``sgld_config.data_seed``): a Dataset with
     dimensions ``(P, start, chain, draw)`` holding the observables of every kept draw,
     ``diverged`` ``(P, start, chain)`` (a chain whose step sizes made it blow up: its draws are
-    ``NaN``) and the step sizes ``eps_G``, ``eps_W``."""
+    ``NaN``), the step sizes ``eps_G``, ``eps_W``, and per ``(P, start)`` the split R-hat and
+    effective sample size of every observable, ``rhat_<name>`` and ``ess_<name>``, over the
+    chains that did not diverge (:mod:`jaxattn.core.diagnostics`; ``to_arviz`` hands the draws
+    to ArviZ)."""
+    from jaxattn.core.diagnostics import add_diagnostics
+
     config = CopySGLDConfig.of(config or CopyData(), sgld_config or SGLDConfig()).validate()
     grid = _grid(COPY_SGLD, P=P, start=start, chain=range(config.n_chains))
-    return engine.run(COPY_SGLD, config, grid, fixed={"data_seed": config.data_seed}, devices=devices, block=block,
-                      group=group, progress=progress)
+    ds = engine.run(
+        COPY_SGLD,
+        config,
+        grid,
+        fixed={"data_seed": config.data_seed},
+        devices=devices,
+        block=block,
+        group=group,
+        progress=progress,
+    )
+    return add_diagnostics(ds, SAMPLE_OBSERVABLES)
 
 
 def theory_grid(
@@ -467,5 +540,11 @@ def posterior_summary(ds: xr.Dataset, var: str = "prev_weight") -> xr.Dataset:
     x = ds[var].where(~ds["diverged"])
     chain_mean = x.mean("draw")
     n = (~ds["diverged"]).sum("chain")
-    return xr.Dataset({"mean": chain_mean.mean("chain"), "se": chain_mean.std("chain", ddof=1) / np.sqrt(n),
-                       "n_chains": n, "n_diverged": ds["diverged"].sum("chain")})
+    return xr.Dataset(
+        {
+            "mean": chain_mean.mean("chain"),
+            "se": chain_mean.std("chain", ddof=1) / np.sqrt(n),
+            "n_chains": n,
+            "n_diverged": ds["diverged"].sum("chain"),
+        }
+    )

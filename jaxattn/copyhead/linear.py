@@ -18,8 +18,8 @@ import numpy as np
 import scipy.linalg
 from jaxtyping import Array, Float
 
-from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import action as ca
+from jaxattn.copyhead import network as cm
 
 
 class LinearMinimum(NamedTuple):
@@ -111,10 +111,15 @@ def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
     v = v * np.sign(v[1] if abs(v[1]) > 1e-12 else v[0])
     L, V = arch.L, arch.V
     Pc = V**2 / (2 * arch.beta) * (1 + np.sqrt(1 + 4 * L**3 / (arch.sigma_G2 * arch.omega * V**3)))
-    return LinearOnsets(float(roots[0]), (float(v[0]), float(v[1])), kind_of(v[0], v[1], L),
-                        float(roots[1]) if roots.size > 1 else float("nan"),
-                        _first_positive_root(K0[1, 1], K1[1, 1], K2[1, 1]),
-                        _first_positive_root(K0[0, 0], K1[0, 0], K2[0, 0]), float(Pc))
+    return LinearOnsets(
+        float(roots[0]),
+        (float(v[0]), float(v[1])),
+        kind_of(v[0], v[1], L),
+        float(roots[1]) if roots.size > 1 else float("nan"),
+        _first_positive_root(K0[1, 1], K1[1, 1], K2[1, 1]),
+        _first_positive_root(K0[0, 0], K1[0, 0], K2[0, 0]),
+        float(Pc),
+    )
 
 
 def linear_scan(Ps: Float[Array, " nP"], h: ca.CopyHyper) -> LinearMinimum:

@@ -22,9 +22,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
+from jaxattn.copyhead import task
 from jaxattn.core import checks
 from jaxattn.core.attention import attention_weights
-from jaxattn.copyhead import task
 
 ATTENTIONS = ("softmax", "linear")
 LINEAR_NORMS = ("L", "none")
@@ -39,18 +39,19 @@ class CopyArch:
     V: int = field(default=4, metadata={"help": "Vocabulary size."})
     attention: str = field(default="softmax", metadata={"help": "Attention: softmax or linear."})
     linear_norm: str = field(default="L", metadata={"help": "Linear attention A = G / L (L) or A = G (none)."})
-    cyclic: bool = field(default=True, metadata={
-        "help": "Cyclic boundary y_0 = x_{L-1}, or drop position 0 from the loss."})
+    cyclic: bool = field(
+        default=True, metadata={"help": "Cyclic boundary y_0 = x_{L-1}, or drop position 0 from the loss."}
+    )
     beta: float = field(default=1.0, metadata={"help": "Weight of the data term of U."})
     omega: float = field(default=1.0, metadata={"help": "Prior variance of W."})
     sigma_G2: float = field(default=1.0, metadata={"help": "Prior variance of G."})
 
     @property
-    def arch(self) -> "CopyArch":
+    def arch(self) -> CopyArch:
         """The network's own fields (a config that extends this class, stripped to them)."""
         return CopyArch(*(getattr(self, f.name) for f in dataclasses.fields(CopyArch)))
 
-    def validate(self) -> "CopyArch":
+    def validate(self) -> CopyArch:
         checks.integer("L", self.L, 2)
         checks.integer("V", self.V, 2)
         checks.choice("attention", self.attention, ATTENTIONS)
@@ -160,8 +161,14 @@ def order_parameters(G: Float[Array, "L L"], arch: CopyArch) -> dict[str, Float[
     return dict(prev_weight=s / ns, a1=a1, aG=aG)
 
 
-def init(key, arch: CopyArch, sigma0: float | Array = 0.1, copy_strength: float | Array = 0.0,
-         is_copy: bool | Array = False, dtype=jnp.float32) -> CopyParams:
+def init(
+    key,
+    arch: CopyArch,
+    sigma0: float | Array = 0.1,
+    copy_strength: float | Array = 0.0,
+    is_copy: bool | Array = False,
+    dtype=jnp.float32,
+) -> CopyParams:
     """Random ``G_0 ~ N(0, sigma0^2)`` or copy-biased ``G_0 = c S`` (``is_copy``); in both
     ``W_0 ~ N(0, 1/V)``. The choice is a traced value, so both kinds run in one vmapped grid."""
     kG, kW = jax.random.split(key)

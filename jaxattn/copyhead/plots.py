@@ -24,16 +24,30 @@ def copy_figure(train_ds=None, sample_ds=None, path: str | None = None):
             for j, init in enumerate(train_ds["init"].values.tolist()):
                 y = train_ds[var].sel(init=init).values
                 for s in range(y.shape[1]):
-                    ax.plot(P, y[:, s], ls="none", marker="o^"[j % 2], color=f"C{j}", alpha=0.4,
-                            label=f"Adam, {init} init" if s == 0 else None)
+                    ax.plot(
+                        P,
+                        y[:, s],
+                        ls="none",
+                        marker="o^"[j % 2],
+                        color=f"C{j}",
+                        alpha=0.4,
+                        label=f"Adam, {init} init" if s == 0 else None,
+                    )
             best = global_minimum(train_ds)
             ax.plot(P, best[var].values, color="k", marker=".", label="global minimum (lowest U)")
         if sample_ds is not None:
             summ = posterior_summary(sample_ds, var)
             for j, st in enumerate(sample_ds["start"].values.tolist()):
                 m = summ["mean"].sel(start=st)
-                ax.errorbar(sample_ds["P"].values, m.values, yerr=summ["se"].sel(start=st).values, capsize=3,
-                            color=f"C{j + 2}", marker="s", label=f"SGLD, {st} start")
+                ax.errorbar(
+                    sample_ds["P"].values,
+                    m.values,
+                    yerr=summ["se"].sel(start=st).values,
+                    capsize=3,
+                    color=f"C{j + 2}",
+                    marker="s",
+                    label=f"SGLD, {st} start",
+                )
         ax.set_xscale("log")
         ax.set_xlabel("P")
         ax.set_ylabel(label)
@@ -64,8 +78,9 @@ def softmax_phase_data(L_max: int = 512, n_L: int = 16, Vs=V_GRID, n_P: int = 40
     Ls = np.unique(np.round(np.geomspace(16, L_max, n_L)).astype(int))
     with jax.enable_x64(True):
         base = ca.hyper(CopyArch(16, 4), N)
-        pd = cph.softmax_phase_diagram(jnp.asarray(Ls, float), jnp.asarray(Vs, float),
-                                       jnp.geomspace(0.2, 5.0, n_P), base)
+        pd = cph.softmax_phase_diagram(
+            jnp.asarray(Ls, float), jnp.asarray(Vs, float), jnp.geomspace(0.2, 5.0, n_P), base
+        )
         pd = {k: np.asarray(v) for k, v in pd._asdict().items()}
         cf = np.asarray(cph.p_star_closed_form(jnp.asarray(Ls, float)[:, None], jnp.asarray(Vs, float)[None, :]))
     fo = pd["first_order"] > 0.5
@@ -74,8 +89,11 @@ def softmax_phase_data(L_max: int = 512, n_L: int = 16, Vs=V_GRID, n_P: int = 40
         ok = fo[:, j]
         x = Ls[ok] * np.log(Ls[ok]) ** 2
         A = float(np.sum(x * pd["P_star"][ok, j]) / np.sum(x * x))
-        fits[int(V)] = {"A_L_ln2L": A, "max_rel_dev_L_ln2L": float(np.max(np.abs(A * x / pd["P_star"][ok, j] - 1))),
-                        "ratio_to_closed_form": [round(float(r), 4) for r in pd["P_star"][ok, j] / cf[ok, j]]}
+        fits[int(V)] = {
+            "A_L_ln2L": A,
+            "max_rel_dev_L_ln2L": float(np.max(np.abs(A * x / pd["P_star"][ok, j] - 1))),
+            "ratio_to_closed_form": [round(float(r), 4) for r in pd["P_star"][ok, j] / cf[ok, j]],
+        }
     return Ls, np.asarray(Vs), pd, cf, fits
 
 
@@ -84,7 +102,10 @@ def linear_threshold_data(N: float = 1.0):
     from jaxattn.copyhead import softmax as cph
 
     out = {}
-    for name, grid in (("V", [(8, V) for V in (4, 8, 16, 32, 64, 128)]), ("L", [(L, 4) for L in (8, 16, 32, 64, 128, 256)])):
+    for name, grid in (
+        ("V", [(8, V) for V in (4, 8, 16, 32, 64, 128)]),
+        ("L", [(L, 4) for L in (8, 16, 32, 64, 128, 256)]),
+    ):
         rows = []
         for L, V in grid:
             s = cph.theory_summary(CopyArch(L, V, "linear"), N, n_P_linear=80)
@@ -97,8 +118,8 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
     """``copy_phase_diagram.png`` (softmax ``P*(L)`` with spinodals, fits and closed form;
     ``P*/closed form``) and ``copy_linear_thresholds.png`` (onsets and crossovers against ``V``
     and ``L``). Returns the fits."""
-    from jaxattn.plots import plt
     from jaxattn.copyhead import softmax as cph
+    from jaxattn.plots import plt
 
     os.makedirs(out_dir, exist_ok=True)
     Ls, Vs, pd, cf, fits = softmax_phase_data(L_max, n_P=n_P)
@@ -116,7 +137,9 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
         ax[2].plot(Ls[fo], pd["jump"][fo, j], "o-", color=f"C{j}", ms=3, label=f"V={V}")
     if crit is not None:
         ax[0].plot([crit.L], [crit.P], "k*", ms=12, label=f"critical point V=4 (L={crit.L:.1f})")
-    ax[0].set(xscale="log", yscale="log", xlabel="L", ylabel="P*", title="softmax: P* (band: spinodals; dotted: A L ln^2 L)")
+    ax[0].set(
+        xscale="log", yscale="log", xlabel="L", ylabel="P*", title="softmax: P* (band: spinodals; dotted: A L ln^2 L)"
+    )
     ax[1].set(xscale="log", xlabel="L", ylabel="P* / closed form", title="against the spec's closed form")
     ax[2].set(xscale="log", xlabel="L", ylabel="jump in c_G at P*", title="size of the jump (x: continuous)")
     for a in ax:
@@ -137,16 +160,24 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
         a.plot(x, V_**2 if name == "V" else L_**1.5 * V_**0.5, "k:", label=ref)
         if name == "L":
             a.plot(x, L_ * V_, "k--", lw=0.8, label="L V")
-        a.set(xscale="log", yscale="log", xlabel=name, ylabel="P",
-              title=f"linear attention, {'L = 8' if name == 'V' else 'V = 4'}")
+        a.set(
+            xscale="log",
+            yscale="log",
+            xlabel=name,
+            ylabel="P",
+            title=f"linear attention, {'L = 8' if name == 'V' else 'V = 4'}",
+        )
         a.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(os.path.join(out_dir, "copy_linear_thresholds.png"), dpi=120)
     plt.close(fig)
-    out = {"L": Ls.tolist(), "fits": {str(k): v for k, v in fits.items()},
-           "P_star_V4": [round(float(p), 2) for p in pd["P_star"][:, list(Vs).index(4)]],
-           "first_order_V4": [bool(f > 0.5) for f in pd["first_order"][:, list(Vs).index(4)]],
-           "linear": {k: [list(r) for r in v] for k, v in lin.items()}}
+    out = {
+        "L": Ls.tolist(),
+        "fits": {str(k): v for k, v in fits.items()},
+        "P_star_V4": [round(float(p), 2) for p in pd["P_star"][:, list(Vs).index(4)]],
+        "first_order_V4": [bool(f > 0.5) for f in pd["first_order"][:, list(Vs).index(4)]],
+        "linear": {k: [list(r) for r in v] for k, v in lin.items()},
+    }
     if crit is not None:
         out["critical_point_V4"] = crit._asdict()
     return out
@@ -158,9 +189,9 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin=(8, 32)) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from jaxattn.plots import plt
     from jaxattn.copyhead import action as ca
     from jaxattn.copyhead import softmax as cph
+    from jaxattn.plots import plt
 
     s = cph.theory_summary(CopyArch(L, V))
     on = cph.linear_onsets(CopyArch(*lin, "linear"))
@@ -172,14 +203,13 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin=(8, 32)) -> dict:
             P = f * s["p_star"]
             y = np.asarray(ca.softmax_action(c, jnp.float64(P), h))
             ax[0].plot(np.asarray(c), y - y.min(), color=f"C{k}", label=f"P = {P:.0f}")
-        ax[0].set(ylim=(0, 6), xlabel="c_G", ylabel="S - min S",
-                  title=f"softmax L={L}, V={V}: P* = {s['p_star']:.0f}")
+        ax[0].set(ylim=(0, 6), xlabel="c_G", ylabel="S - min S", title=f"softmax L={L}, V={V}: P* = {s['p_star']:.0f}")
         ax[0].legend(fontsize=7)
         hl = ca.hyper(CopyArch(*lin, "linear"))
         a1, aG = jnp.linspace(-0.3, 0.5, 161), jnp.linspace(-0.1, 0.4, 161)
         for a, f in zip(ax[1:], (0.7, 1.5, 5.0)):
             P = jnp.float64(f * on.P_onset)
-            Z = np.asarray(jax.vmap(lambda x: jax.vmap(lambda y: ca.linear_action(x, y, P, hl))(aG))(a1))
+            Z = np.asarray(jax.vmap(lambda x, P=P: jax.vmap(lambda y: ca.linear_action(x, y, P, hl))(aG))(a1))
             m = cph.linear_minimum(P, hl)
             a.contourf(np.asarray(aG), np.asarray(a1), np.log1p(Z - Z.min()), 30, cmap="viridis")
             a.plot([float(m.aG)], [float(m.a1)], "r*", ms=10)

@@ -15,7 +15,7 @@ from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import task
 from jaxattn.copyhead.config import CopyData
 from jaxattn.copyhead.experiments import data_key
-from jaxattn.core import checks
+from jaxattn.core import checks, diagnostics
 from jaxattn.core.attention import prefix_mask
 
 
@@ -32,9 +32,9 @@ def nuts_reference(
 ) -> dict[str, np.ndarray]:
     """NUTS draws of the order parameters under ``exp(-N U)`` on the ``P`` sequences of
     ``data_seed``. Returns ``prev_weight``, ``a1``, ``aG``, ``U`` as ``(chain, draw)`` arrays, and
-    per observable its posterior ``mean`` and Monte Carlo ``se`` (from the effective sample
-    size), under keys ``"<name>_mean"``, ``"<name>_se"``."""
-    from numpyro.diagnostics import effective_sample_size
+    per observable its posterior ``mean``, Monte Carlo ``se`` (from the effective sample size),
+    split R-hat and effective sample size, under keys ``"<name>_mean"``, ``"<name>_se"``,
+    ``"<name>_rhat"``, ``"<name>_ess"`` (:mod:`jaxattn.core.diagnostics`)."""
     from numpyro.infer import MCMC, NUTS
 
     config = config.validate()
@@ -49,8 +49,14 @@ def nuts_reference(
         pot = lambda p: N * cm.loss(p, st, arch)  # noqa: E731
         keys = jax.random.split(jax.random.key(seed), n_chains + 1)
         init = jax.vmap(lambda k: cm.init(k, arch, 0.1, dtype=jnp.float64))(keys[1:])
-        mcmc = MCMC(NUTS(potential_fn=pot), num_warmup=n_warmup, num_samples=n_samples, num_chains=n_chains,
-                    chain_method="vectorized", progress_bar=False)
+        mcmc = MCMC(
+            NUTS(potential_fn=pot),
+            num_warmup=n_warmup,
+            num_samples=n_samples,
+            num_chains=n_chains,
+            chain_method="vectorized",
+            progress_bar=False,
+        )
         mcmc.run(keys[0], init_params=init)
         draws = mcmc.get_samples(group_by_chain=True)
 
@@ -60,7 +66,9 @@ def nuts_reference(
         out = jax.device_get(jax.vmap(jax.vmap(obs))(draws))
     res = {k: np.asarray(v) for k, v in out.items()}
     for k in list(res):
-        ess = float(effective_sample_size(res[k]))
+        n_eff = diagnostics.ess(res[k])
         res[f"{k}_mean"] = float(res[k].mean())
-        res[f"{k}_se"] = float(res[k].std() / np.sqrt(max(ess, 1.0)))
+        res[f"{k}_se"] = float(res[k].std() / np.sqrt(max(n_eff, 1.0)))
+        res[f"{k}_rhat"] = diagnostics.split_rhat(res[k])
+        res[f"{k}_ess"] = n_eff
     return res

@@ -28,11 +28,19 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import action as ca
-from jaxattn.copyhead.linear import (LinearMinimum, LinearOnsets, kind_of, linear_scan_jit,  # noqa: F401
-                                        linear_crossover, linear_hessian_coefficients, linear_minimum,
-                                        linear_onsets, linear_scan)
+from jaxattn.copyhead import network as cm
+from jaxattn.copyhead.linear import (  # noqa: F401
+    LinearMinimum,
+    LinearOnsets,
+    kind_of,
+    linear_crossover,
+    linear_hessian_coefficients,
+    linear_minimum,
+    linear_onsets,
+    linear_scan,
+    linear_scan_jit,
+)
 
 N_C = 1024  # c_G grid points
 P_BATCH = 8  # P values per lax.map step of a scan
@@ -86,8 +94,9 @@ def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
     return SoftmaxGrid(cg, st._replace(u=h.n_pos, n=h.n_pos), G2)
 
 
-def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
-                   ) -> SoftmaxMinima:
+def softmax_minima(
+    P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
+) -> SoftmaxMinima:
     """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
     grid = softmax_grid(h, n_c) if grid is None else grid
     cg = grid.c
@@ -109,8 +118,15 @@ def softmax_minima(P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: S
     c_lo, S_lo = refine(i_lo)
     c_hi, S_hi = refine(i_hi)
     take_hi = S_hi < S_lo
-    return SoftmaxMinima(jnp.where(take_hi, c_hi, c_lo), jnp.minimum(S_lo, S_hi), c_lo, S_lo, c_hi, S_hi,
-                         jnp.maximum(n_min, 1).astype(y.dtype))
+    return SoftmaxMinima(
+        jnp.where(take_hi, c_hi, c_lo),
+        jnp.minimum(S_lo, S_hi),
+        c_lo,
+        S_lo,
+        c_hi,
+        S_hi,
+        jnp.maximum(n_min, 1).astype(y.dtype),
+    )
 
 
 class SoftmaxTransition(NamedTuple):
@@ -142,8 +158,9 @@ def _bisect(pred, lo, hi, n_iter):
     return jax.lax.fori_loop(0, n_iter, body, (lo, hi))
 
 
-def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
-                       ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
+def softmax_transition(
+    Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
+) -> tuple[SoftmaxTransition, SoftmaxMinima]:
     """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
     the minima at every grid ``P``."""
     grid = softmax_grid(h, n_c)
@@ -177,9 +194,17 @@ def softmax_transition(Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C,
     P_star = jnp.where(first_order, jnp.sqrt(lo * hi), jnp.sqrt(Ps[j] * Ps[j + 1]))
     c_below = jnp.where(first_order, below.c_lo, m.c[j])
     c_above = jnp.where(first_order, above.c_hi, m.c[j + 1])
-    tr = SoftmaxTransition(P_star, spin_lo, spin_hi, first_order.astype(Ps.dtype), c_below, c_above,
-                           ca.prev_weight_softmax(c_below, h.L), ca.prev_weight_softmax(c_above, h.L),
-                           jnp.where(first_order, c_above - c_below, 0.0))
+    tr = SoftmaxTransition(
+        P_star,
+        spin_lo,
+        spin_hi,
+        first_order.astype(Ps.dtype),
+        c_below,
+        c_above,
+        ca.prev_weight_softmax(c_below, h.L),
+        ca.prev_weight_softmax(c_above, h.L),
+        jnp.where(first_order, c_above - c_below, 0.0),
+    )
     return tr, m
 
 
@@ -193,8 +218,14 @@ def p_star_closed_form(L, V, beta=1.0, sigma_G2=1.0, n_iter: int = 60):
 
 
 @partial(jax.jit, static_argnames=("n_c", "n_bisect"))
-def softmax_phase_diagram(Ls: Float[Array, " nL"], Vs: Float[Array, " nV"], x: Float[Array, " nP"],
-                          base: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40) -> SoftmaxTransition:
+def softmax_phase_diagram(
+    Ls: Float[Array, " nL"],
+    Vs: Float[Array, " nV"],
+    x: Float[Array, " nP"],
+    base: ca.CopyHyper,
+    n_c: int = N_C,
+    n_bisect: int = 40,
+) -> SoftmaxTransition:
     """:func:`softmax_transition` for every ``(L, V)`` in one compiled call; the ``P`` grid of
     each point is ``x`` times the closed-form ``P*`` (:func:`p_star_closed_form`). ``base``
     supplies ``beta, omega, sigma_G2, N`` (cyclic boundary: ``n_pos = L``). Shapes ``(nL, nV)``."""
@@ -263,6 +294,7 @@ def softmax_critical_point(arch: cm.CopyArch, N: float = 1.0, L_bracket=(4.0, 64
 
 # --- summaries (NumPy / JSON) --------------------------------------------------------------------
 
+
 def _f(x):
     x = float(x)
     return None if np.isnan(x) else x
@@ -307,9 +339,14 @@ def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]
         Ps = jnp.asarray(ca.check_P(P))
         m = _bucketed(lambda x: linear_scan_jit(x, h), Ps)
         st, _ = ca.linear_stats(m.a1, m.aG, h)
-        return {"P": np.asarray(Ps), "a1": np.asarray(m.a1), "aG": np.asarray(m.aG),
-                "prev_weight": np.asarray(st.s / h.n_pos), "test_error": np.asarray(ca.test_error(st, Ps, h)),
-                "S": np.asarray(m.S)}
+        return {
+            "P": np.asarray(Ps),
+            "a1": np.asarray(m.a1),
+            "aG": np.asarray(m.aG),
+            "prev_weight": np.asarray(st.s / h.n_pos),
+            "test_error": np.asarray(ca.test_error(st, Ps, h)),
+            "S": np.asarray(m.S),
+        }
 
 
 def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 128) -> dict:
@@ -317,8 +354,16 @@ def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_
     linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too."""
     N = ca.check_N(N)
     arch = arch.validate()
-    out = {"attention": arch.attention, "L": arch.L, "V": arch.V, "N": N if np.isfinite(N) else "inf",
-           "beta": arch.beta, "omega": arch.omega, "sigma_G2": arch.sigma_G2, "cyclic": arch.cyclic}
+    out = {
+        "attention": arch.attention,
+        "L": arch.L,
+        "V": arch.V,
+        "N": N if np.isfinite(N) else "inf",
+        "beta": arch.beta,
+        "omega": arch.omega,
+        "sigma_G2": arch.sigma_G2,
+        "cyclic": arch.cyclic,
+    }
     if arch.attention == "softmax":
         with jax.enable_x64(True):
             h = ca.hyper(arch, N)
@@ -326,20 +371,36 @@ def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_
             Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)
             tr, _ = jax.jit(softmax_transition)(Ps, h)
             tr = SoftmaxTransition(*(np.asarray(v) for v in tr))
-        out.update(p_star=_f(tr.P_star), first_order=bool(tr.first_order > 0.5),
-                   p_spinodal_lo=_f(tr.P_spinodal_lo), p_spinodal_hi=_f(tr.P_spinodal_hi),
-                   c_below=_f(tr.c_below), c_above=_f(tr.c_above), jump=_f(tr.jump),
-                   prev_weight_below=_f(tr.a_below), prev_weight_above=_f(tr.a_above),
-                   p_star_closed_form=pcf, p_star_L_ln2L_over_4=arch.L * np.log(arch.L) ** 2 / 4)
+        out.update(
+            p_star=_f(tr.P_star),
+            first_order=bool(tr.first_order > 0.5),
+            p_spinodal_lo=_f(tr.P_spinodal_lo),
+            p_spinodal_hi=_f(tr.P_spinodal_hi),
+            c_below=_f(tr.c_below),
+            c_above=_f(tr.c_above),
+            jump=_f(tr.jump),
+            prev_weight_below=_f(tr.a_below),
+            prev_weight_above=_f(tr.a_above),
+            p_star_closed_form=pcf,
+            p_star_L_ln2L_over_4=arch.L * np.log(arch.L) ** 2 / 4,
+        )
         curves = softmax_curves(arch, P, N) if P is not None else None
     else:
         on = linear_onsets(arch, N)
         Ps = np.geomspace(0.3, 100.0, n_P_linear) * on.P_onset
         lc = linear_curves(arch, Ps, N)
-        out.update(p_onset=on.P_onset, onset_kind=on.kind, onset_direction=list(on.direction),
-                   p_second_root=_f(on.P_second), p_copy=_f(on.P_copy), p_pool=_f(on.P_pool),
-                   p_c_closed_form=on.P_c_closed, p_crossover=_f(linear_crossover(Ps, lc["a1"], lc["aG"], arch.L)),
-                   V2=arch.V**2, L32_V12=arch.L**1.5 * arch.V**0.5)
+        out.update(
+            p_onset=on.P_onset,
+            onset_kind=on.kind,
+            onset_direction=list(on.direction),
+            p_second_root=_f(on.P_second),
+            p_copy=_f(on.P_copy),
+            p_pool=_f(on.P_pool),
+            p_c_closed_form=on.P_c_closed,
+            p_crossover=_f(linear_crossover(Ps, lc["a1"], lc["aG"], arch.L)),
+            V2=arch.V**2,
+            L32_V12=arch.L**1.5 * arch.V**0.5,
+        )
         curves = linear_curves(arch, P, N) if P is not None else None
     if curves is not None:
         out["curves"] = {k: [_f(x) for x in v] for k, v in curves.items()}

@@ -27,6 +27,7 @@ def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
     Tokens are 32 random bits modulo ``V``: non-uniform by at most ``V / 2^32`` (below any
     sampling error here), and about half the compile time of ``jax.random.randint``.
     """
+
     def one(i):
         return (jax.random.bits(jax.random.fold_in(key, i), (L,), jnp.uint32) % V).astype(jnp.int32)
 
@@ -55,9 +56,7 @@ def shift_matrix(L: int, cyclic: bool = True, dtype=jnp.float32) -> Float[Array,
     return S if cyclic else S.at[0, L - 1].set(0.0)
 
 
-def cooccurrence(
-    X: Float[Array, "n L V"], sample_mask: Bool[Array, " n"] | None = None
-) -> Float[Array, "L L V V"]:
+def cooccurrence(X: Float[Array, "n L V"], sample_mask: Bool[Array, " n"] | None = None) -> Float[Array, "L L V V"]:
     """``K[m, m', v, v'] = sum_mu mask_mu x^mu_{m,v} x^mu_{m',v'}`` over the real samples.
 
     Counts are integers, exact in float32 up to 2^24, so the sum does not depend on the padding.

@@ -71,13 +71,38 @@ def register_activation(name: str, fn, aggregation: str = "mean") -> None:
     _REGISTERED[name] = (fn, aggregation)
 
 
+ENTRY_POINT_GROUP = "jaxattn.activations"
+_PLUGINS = {"loaded": False}
+
+
+def load_plugins() -> None:
+    """Register the activations of other installed packages, once: each entry point of the group
+    ``jaxattn.activations`` names a function ``fn(scores, bias, valid)`` as for
+    :func:`register_activation`; its attribute ``aggregation`` (default ``"mean"``) is its
+    default head aggregation. An activation registered in Python under the same name wins."""
+    if _PLUGINS["loaded"]:
+        return
+    _PLUGINS["loaded"] = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in ACTIVATIONS or ep.name in _REGISTERED:
+            continue
+        fn = ep.load()
+        register_activation(ep.name, fn, getattr(fn, "aggregation", "mean"))
+
+
 def registered_activations() -> dict[str, tuple]:
-    """The activations added with :func:`register_activation`: name -> (function, aggregation)."""
+    """The activations added with :func:`register_activation` or by plugins: name -> (function,
+    aggregation)."""
+    load_plugins()
     return dict(_REGISTERED)
 
 
 def available_activations() -> tuple[str, ...]:
-    """The built-in activations (``ACTIVATIONS``) followed by the registered ones."""
+    """The built-in activations (``ACTIVATIONS``) followed by the registered ones (plugins
+    included)."""
+    load_plugins()
     return ACTIVATIONS + tuple(_REGISTERED)
 
 
@@ -93,7 +118,7 @@ def check_activation(activation: str, aggregation: str | None = None) -> str:
     """Validate an activation name and aggregation; return the aggregation to use."""
     activation = activation_name(activation)
     if aggregation is None:
-        if activation in _REGISTERED:
+        if activation in registered_activations():
             return _REGISTERED[activation][1]
         return DEFAULT_AGGREGATION[activation]
     if aggregation not in ("mean", "sum"):

@@ -12,8 +12,9 @@ table (:func:`parse_dims`: lists, scalars, ``range``, ``linspace``, ``logspace``
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -50,11 +51,9 @@ def int_axis(name: str, default: int, minimum: int, *, shared: bool = False, hel
     return Axis(name, "int", default, lambda v: checks.integer(name, v, minimum), shared, help)
 
 
-def float_axis(name: str, default: float, *, allow_zero: bool = False, shared: bool = False,
-               help: str = "") -> Axis:
+def float_axis(name: str, default: float, *, allow_zero: bool = False, shared: bool = False, help: str = "") -> Axis:
     """A positive (or non-negative) real axis."""
-    return Axis(name, "float", float(default), lambda v: checks.positive(name, v, allow_zero=allow_zero), shared,
-                help)
+    return Axis(name, "float", float(default), lambda v: checks.positive(name, v, allow_zero=allow_zero), shared, help)
 
 
 def choice_axis(name: str, default: str, options: tuple[str, ...], *, shared: bool = False, help: str = "") -> Axis:
@@ -81,7 +80,7 @@ class Grid:
     dims: tuple[Dim, ...]
 
     @classmethod
-    def from_values(cls, axes: dict[str, Axis], values: dict[str, Any]) -> "Grid":
+    def from_values(cls, axes: dict[str, Axis], values: dict[str, Any]) -> Grid:
         """A grid with one plain dimension per entry of ``values`` (in that order), each checked
         by its axis."""
         dims = []
@@ -128,21 +127,20 @@ def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> t
     if isinstance(spec, dict):
         spec = dict(spec)
         integer = spec.pop("integer", False)
-        if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace") or \
-                not isinstance(integer, bool):
-            problems.append(f"{path}: a table axis must be exactly one of range, linspace, logspace (and "
-                            f"optionally integer = true); got {sorted(spec)}")
+        if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace") or not isinstance(integer, bool):
+            problems.append(
+                f"{path}: a table axis must be exactly one of range, linspace, logspace (and "
+                f"optionally integer = true); got {sorted(spec)}"
+            )
             return None
         kind, args = next(iter(spec.items()))
         sub = f"{path}.{kind}"
-        if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                                                 for a in args):
+        if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
             problems.append(f"{sub}: expected a list of numbers, got {args!r}")
             return None
         if kind == "range":
             if not 1 <= len(args) <= 3 or not all(isinstance(a, int) for a in args):
-                problems.append(f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, "
-                                f"got {args!r}")
+                problems.append(f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, got {args!r}")
                 return None
             vals = tuple(range(*args))
         else:

@@ -66,12 +66,10 @@ def program_dir() -> str | None:
     return _STATE["programs"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _package_hash() -> str:
-    import jaxattn
-
     h = hashlib.sha256()
-    top = os.path.dirname(os.path.abspath(jaxattn.__file__))
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the jaxattn package
     for d, dirs, files in sorted(os.walk(top)):
         dirs.sort()
         for f in sorted(files):
@@ -103,8 +101,24 @@ def fingerprint(experiment, static, name: str, signature: tuple, platform: str, 
         return None
     import jaxlib
 
-    blob = repr(("jaxattn-program-v1", jax.__version__, jaxlib.__version__, __version__, _package_hash(), module,
-                 acts, experiment.name, type(experiment).__qualname__, repr(static), name, signature, platform, x64))
+    blob = repr(
+        (
+            "jaxattn-program-v1",
+            jax.__version__,
+            jaxlib.__version__,
+            __version__,
+            _package_hash(),
+            module,
+            acts,
+            experiment.name,
+            type(experiment).__qualname__,
+            repr(static),
+            name,
+            signature,
+            platform,
+            x64,
+        )
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -126,10 +140,10 @@ def save_program(key: str, exported, out_def) -> None:
     d = program_dir()
     if d is None or key is None:
         return
+
     def write(tmp):
         with open(tmp, "wb") as fh:
             pickle.dump((bytes(exported.serialize()), out_def), fh)
-
 
     try:
         atomic_write(os.path.join(d, key + ".bin"), write)

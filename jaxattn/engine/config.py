@@ -82,8 +82,8 @@ def check_value(spec: FieldSpec, value) -> str | None:
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": number,
         "str": isinstance(value, str),
-        "floats": isinstance(value, (list, tuple)) and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
+        "floats": isinstance(value, (list, tuple))
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value),
         "custom": True,
     }[spec.kind]
     if ok:

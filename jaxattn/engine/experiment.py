@@ -31,7 +31,8 @@ the Python API, the command line and sweeps.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -96,13 +97,15 @@ class Experiment:
         """The state of one block (leaves of ``params`` are ``(S, G, M, ...)``)."""
         raise NotImplementedError
 
-    def step(self, static, shared: PyTree, params: PyTree, state: PyTree, k: Int[Array, ""],
-             n_groups: Int[Array, ""]) -> PyTree:
+    def step(
+        self, static, shared: PyTree, params: PyTree, state: PyTree, k: Int[Array, ""], n_groups: Int[Array, ""]
+    ) -> PyTree:
         """Segment ``k`` (a runtime index, ``0 <= k < n_segments``) of one block."""
         raise NotImplementedError
 
-    def finish(self, static, shared: PyTree, params: PyTree, state: PyTree,
-               n_groups: Int[Array, ""]) -> dict[str, Array]:
+    def finish(
+        self, static, shared: PyTree, params: PyTree, state: PyTree, n_groups: Int[Array, ""]
+    ) -> dict[str, Array]:
         """The observables of one block, ``(S, G, M, *layout.dims[name])`` each."""
         raise NotImplementedError
 

@@ -25,3 +25,30 @@ def atomic_write(path: str, write) -> None:
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def exclusive_link(src: str, dst: str) -> None:
+    """Put the whole file ``src`` at ``dst`` unless ``dst`` exists (``FileExistsError``): of
+    writers racing, exactly one succeeds. A hard link where the file system has them, else an
+    exclusive create and a copy (readers may then briefly see a partial file)."""
+    try:
+        os.link(src, dst)
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        pass  # no hard links here (some object-store mounts)
+    fd = os.open(dst, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+        out.write(inp.read())

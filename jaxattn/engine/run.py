@@ -82,8 +82,15 @@ class Plan:
         return tuple(x for v, x in zip(self.variables, point) if v not in shared)
 
 
-def make_plan(experiment: Experiment, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
-              block: int | None = None, group: int | None = None) -> Plan:
+def make_plan(
+    experiment: Experiment,
+    config=None,
+    grid: Grid | None = None,
+    *,
+    fixed: dict | None = None,
+    block: int | None = None,
+    group: int | None = None,
+) -> Plan:
     """Validate a run (a :class:`GridError` lists every problem) and set it up."""
     config = experiment.config_type() if config is None else config
     grid = Grid(()) if grid is None else grid
@@ -108,8 +115,9 @@ def make_plan(experiment: Experiment, config=None, grid: Grid | None = None, *, 
     for name in grid.variables:
         if name in fixed_axes:
             problems.append(f"{name}: both a grid axis and a fixed value")
-    grid = Grid(tuple(check_dims(list(grid.dims), axes, problems,
-                                 where=lambda d, v: v if d.name == v else f"{d.name}.{v}")))
+    grid = Grid(
+        tuple(check_dims(list(grid.dims), axes, problems, where=lambda d, v: v if d.name == v else f"{d.name}.{v}"))
+    )
     for name, n in (("block", block), ("group", group)):
         if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
             problems.append(f"{name} must be an integer >= 1, got {n!r}")
@@ -121,8 +129,16 @@ def make_plan(experiment: Experiment, config=None, grid: Grid | None = None, *, 
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
     with jax.enable_x64(experiment.x64):
         static, shared = experiment.setup(config, values)
-    return Plan(experiment, config, grid, fixed_axes, int(block or experiment.block),
-                int(group or experiment.default_group(config)), static, shared)
+    return Plan(
+        experiment,
+        config,
+        grid,
+        fixed_axes,
+        int(block or experiment.block),
+        int(group or experiment.default_group(config)),
+        static,
+        shared,
+    )
 
 
 def _column(grid: Grid, fixed: dict, name: str) -> list:
@@ -137,6 +153,7 @@ def _sort_key(v):
 
 
 # --- the compiled programs -----------------------------------------------------------------------
+
 
 class Programs:
     """The ``init``, ``step`` and ``finish`` of one experiment and ``static``, each a loop over
@@ -234,6 +251,7 @@ def clear_caches() -> None:
 
 # --- one chunk -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Layout:
     """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened."""
@@ -244,8 +262,9 @@ class Layout:
     groups: int
 
 
-def layout_chunk(plan: Plan, points: list[tuple], n_devices: int, groups: int | None = None,
-                 n_blocks: int | None = None) -> Layout:
+def layout_chunk(
+    plan: Plan, points: list[tuple], n_devices: int, groups: int | None = None, n_blocks: int | None = None
+) -> Layout:
     """The *stream slots* of ``points`` (the rows of the blocks), padded to ``G`` groups of ``M``
     members each (at least ``groups``) and to whole blocks on every device (at least
     ``n_blocks``: the chunks of one run all have the same shape, so they share one trace).
@@ -265,7 +284,7 @@ def layout_chunk(plan: Plan, points: list[tuple], n_devices: int, groups: int | 
         if n <= M:
             break
         cut = -(-(n // 2) // M) * M  # whole groups in the first half
-        real[big:big + 1] = [real[big][:cut], real[big][cut:]]
+        real[big : big + 1] = [real[big][:cut], real[big][cut:]]
     G = max(groups or 1, -(-max(len(m) for m in real) // M))
     per_stream = G * M
     n_streams = max(-(-len(real) // unit) * unit, (n_blocks or 0) * plan.block)
@@ -289,8 +308,13 @@ class _Bar:
         self.units = np.asarray(self.units, float)
         total = float(self.units.sum()) * n_chunks
         self.lock = threading.Lock()
-        self.bar = tqdm(total=total, disable=not enabled, unit=unit, desc=plan.experiment.name,
-                        bar_format="{l_bar}{bar}| {n:.4g}/{total:.4g} {unit} [{elapsed}<{remaining}]")
+        self.bar = tqdm(
+            total=total,
+            disable=not enabled,
+            unit=unit,
+            desc=plan.experiment.name,
+            bar_format="{l_bar}{bar}| {n:.4g}/{total:.4g} {unit} [{elapsed}<{remaining}]",
+        )
 
     def segment(self, k: int, share: float = 1.0) -> None:
         with self.lock:
@@ -306,8 +330,14 @@ def chunk_shape(plan: Plan, chunks: list[list[tuple]], n_devices: int) -> tuple[
     return max(lay.groups for lay in lays), max(lay.n_blocks for lay in lays)
 
 
-def compute_chunk(plan: Plan, points: list[tuple], devices: tuple, bar: _Bar | None = None,
-                  groups: int | None = None, n_blocks: int | None = None) -> dict[str, np.ndarray]:
+def compute_chunk(
+    plan: Plan,
+    points: list[tuple],
+    devices: tuple,
+    bar: _Bar | None = None,
+    groups: int | None = None,
+    n_blocks: int | None = None,
+) -> dict[str, np.ndarray]:
     """The outputs of ``points`` (a leading axis in their order), computed in blocks split into
     ``len(devices)`` shares (padded to ``groups`` groups per stream and ``n_blocks`` blocks); each
     share runs in a thread of its own, on its device (on a CPU, all on the first one)."""
@@ -352,8 +382,9 @@ def compute_chunk(plan: Plan, points: list[tuple], devices: tuple, bar: _Bar | N
     return {k: v.reshape((-1,) + v.shape[4:])[lay.positions] for k, v in out.items()}
 
 
-def chunk_streams(plan: Plan, points: list[tuple], n_devices: int, chunk_size: int | None,
-                  memory_budget: int | None) -> list[list[tuple]]:
+def chunk_streams(
+    plan: Plan, points: list[tuple], n_devices: int, chunk_size: int | None, memory_budget: int | None
+) -> list[list[tuple]]:
     """``points`` cut into chunks of whole streams: ``chunk_size`` points each (at least one
     stream), or as many as ``memory_budget`` holds (4x the experiment's bytes per point: the
     workspace). The cut depends on the number of devices only through the memory budget."""
@@ -369,14 +400,25 @@ def chunk_streams(plan: Plan, points: list[tuple], n_devices: int, chunk_size: i
         unit = plan.block * n_devices
         n_streams = n_streams // unit * unit if n_streams >= unit else n_streams
     groups = list(streams.values())
-    return [[p for s in groups[i:i + n_streams] for p in s] for i in range(0, len(groups), n_streams)]
+    return [[p for s in groups[i : i + n_streams] for p in s] for i in range(0, len(groups), n_streams)]
 
 
 # --- in memory -----------------------------------------------------------------------------------
 
-def run(experiment: Experiment, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
-        devices=None, block: int | None = None, group: int | None = None, chunk_size: int | None = None,
-        memory_budget: int | None = None, progress: bool = False) -> xr.Dataset:
+
+def run(
+    experiment: Experiment,
+    config=None,
+    grid: Grid | None = None,
+    *,
+    fixed: dict | None = None,
+    devices=None,
+    block: int | None = None,
+    group: int | None = None,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    progress: bool = False,
+) -> xr.Dataset:
     """Compute ``experiment`` over ``grid`` in memory and return the Dataset: one dimension per
     grid dimension, then the observables' own dimensions; the config, the experiment's name and
     the package version in its attributes.
@@ -431,10 +473,18 @@ def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None
 
 def dataset_attrs(plan: Plan) -> dict:
     """The attributes every result of ``plan`` carries: the config (JSON), the experiment, the
-    fixed axis values, the block shape, and the experiment's own."""
+    fixed axis values, the block shape, the experiment's own, and the provenance (JSON:
+    :mod:`jaxattn.engine.provenance`)."""
     import json
 
-    return {"experiment": plan.experiment.name, "config": json.dumps(cfgs.to_json(plan.config)),
-            "fixed_axes": json.dumps(plan.fixed), "block": plan.block, "group": plan.group,
-            **plan.experiment.attrs(plan.config, plan.static)}
+    from jaxattn.engine import provenance
 
+    return {
+        "experiment": plan.experiment.name,
+        "config": json.dumps(cfgs.to_json(plan.config)),
+        "fixed_axes": json.dumps(plan.fixed),
+        "block": plan.block,
+        "group": plan.group,
+        **plan.experiment.attrs(plan.config, plan.static),
+        "provenance": provenance.as_attr(plan.experiment.x64),
+    }

@@ -7,7 +7,10 @@
                              the points it holds (their values)
     PATH/chunks/c000012.nc   one netCDF file per finished chunk (dimension ``point``)
     PATH/chunks/c000013.failed.json   the error of a chunk that raised
-    PATH/log.jsonl           one line per chunk computed (host, process, time)
+    PATH/claims/c000014.json who is computing chunk 14 (host, process, worker, heartbeat):
+                             :mod:`jaxattn.engine.claims`
+    PATH/log.jsonl           one line per worker start and per chunk computed (host, process,
+                             worker, time)
 
 A chunk file is written under a temporary name (host, process and a random part: no two writers
 collide, on one host or several) and renamed into place (``os.replace`` is atomic), so a run
@@ -26,7 +29,8 @@ import time
 import numpy as np
 import xarray as xr
 
-from jaxattn.engine.files import HOST, atomic_write, tmp_name
+from jaxattn.engine import claims
+from jaxattn.engine.files import HOST, atomic_write, pid_alive
 from jaxattn.engine.sweepfile import read_sweep
 
 ENGINE = "netcdf4"
@@ -48,16 +52,6 @@ def read_json(path: str):
         return json.load(f)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_tmp(root: str) -> list[str]:
     """Remove the temporary files of writes that died: those of this host whose process is gone,
     and any older than :data:`STALE_TMP_SECONDS`. A write in flight elsewhere is left alone."""
@@ -74,7 +68,7 @@ def remove_stale_tmp(root: str) -> list[str]:
             old = now - os.path.getmtime(p) > STALE_TMP_SECONDS
         except FileNotFoundError:
             continue
-        if old or (host == HOST and pid > 0 and not _pid_alive(pid)) or pid < 0:
+        if old or (host == HOST and pid > 0 and not pid_alive(pid)) or pid < 0:
             try:
                 os.remove(p)
                 removed.append(p)
@@ -97,8 +91,10 @@ def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
 
 
 def write_failure(root: str, cid: int, error: str) -> None:
-    write_json(chunk_path(root, cid, failed=True), {"chunk": cid, "error": error, "time": time.time(),
-                                                     "host": HOST, "pid": os.getpid()})
+    write_json(
+        chunk_path(root, cid, failed=True),
+        {"chunk": cid, "error": error, "time": time.time(), "host": HOST, "pid": os.getpid()},
+    )
 
 
 def log_event(root: str, **event) -> None:
@@ -140,14 +136,30 @@ def failures(root: str) -> dict[int, str]:
     return out
 
 
-def status(root: str) -> dict:
-    """Done, pending and failed chunks of a store, the grid points that diverged, and the pace."""
+def failure_time(root: str, cid: int) -> float | None:
+    """When chunk ``cid`` last failed (``None``: it has not)."""
+    try:
+        return os.path.getmtime(chunk_path(root, cid, failed=True))
+    except FileNotFoundError:
+        return None
+
+
+def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
+    """A store's chunks, disjointly ``done``, ``failed``, ``claimed`` (by a live worker), ``stale``
+    (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`) and ``pending`` (the rest);
+    each worker's computed chunks, claims and last heartbeat; the grid points that diverged; and
+    the pace: ``seconds_per_chunk`` (one worker) and ``seconds_left`` (all workers together, at
+    the rate of the last chunks)."""
     man = read_manifest(root)
     if man is None:
         raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
     ids = [c["id"] for c in man["chunks"]]
-    done = finished(root)
-    failed = failures(root)
+    done = finished(root) & set(ids)
+    failed = {k: v for k, v in sorted(failures(root).items()) if k not in done}
+    held = {cid: c for cid, c in claims.all_claims(root).items() if cid not in done}
+    now = time.time()
+    stale = sorted(cid for cid, c in held.items() if claims.is_stale(c, claim_timeout, now=now))
+    claimed = sorted(set(held) - set(stale))
     diverged = []
     for cid in sorted(done):
         with xr.open_dataset(chunk_path(root, cid), engine=ENGINE) as ds:
@@ -155,14 +167,47 @@ def status(root: str) -> dict:
                 bad = np.asarray(ds["diverged"].values, bool).reshape(ds.sizes["point"], -1).any(axis=1)
                 for i in np.flatnonzero(bad):
                     diverged.append({v: ds[v].values[i].item() for v in man["variables"]})
-    pending = sorted(set(ids) - done - set(failed))
+    log = read_log(root)
+    workers: dict[str, dict] = {}
+    for e in log:
+        w = workers.setdefault(
+            e.get("worker", f"{e.get('host')}:{e['pid']}"),
+            {"host": e.get("host"), "pid": e["pid"], "computed": [], "claimed": [], "last_seen_seconds_ago": None},
+        )
+        w["host"], w["pid"] = e.get("host"), e["pid"]
+        w["last_seen_seconds_ago"] = round(now - e["time"], 1)
+        if e.get("event", "computed") == "computed":
+            w["computed"].append(e["chunk"])
+    for cid, c in held.items():
+        w = workers.setdefault(
+            c.worker, {"host": c.host, "pid": c.pid, "computed": [], "claimed": [], "last_seen_seconds_ago": None}
+        )
+        w["claimed"].append(cid)
+        age = round(c.age(now), 1)
+        w["last_seen_seconds_ago"] = age if w["last_seen_seconds_ago"] is None else min(age, w["last_seen_seconds_ago"])
+    left = [c for c in ids if c not in done and c not in failed]
+    rate = _recent_rate([e["time"] for e in log if e.get("event", "computed") == "computed"])
     return {
-        "model": man["experiment"], "n_points": sum(len(c["points"]) for c in man["chunks"]),
-        "n_chunks": len(ids), "done": sorted(done & set(ids)),
-        "failed": {k: v for k, v in sorted(failed.items()) if k not in done},
-        "pending": pending, "diverged": diverged, "version": man.get("version"),
+        "model": man["experiment"],
+        "n_points": sum(len(c["points"]) for c in man["chunks"]),
+        "n_chunks": len(ids),
+        "done": sorted(done),
+        "failed": failed,
+        "claimed": claimed,
+        "stale": stale,
+        "pending": sorted(set(left) - set(held)),
+        "workers": workers,
+        "diverged": diverged,
+        "version": man.get("version"),
         "seconds_per_chunk": seconds_per_chunk(root),
+        "seconds_left": round(len(left) / rate, 1) if rate and left else (0.0 if not left else None),
     }
+
+
+def _recent_rate(times: list[float], n: int = 20) -> float | None:
+    """Chunks per second over the last ``n`` chunks finished, all workers together."""
+    ts = sorted(times)[-n:]
+    return (len(ts) - 1) / (ts[-1] - ts[0]) if len(ts) >= 2 and ts[-1] > ts[0] else None
 
 
 def seconds_per_chunk(root: str) -> float | None:
@@ -175,8 +220,9 @@ def seconds_per_chunk(root: str) -> float | None:
     return float(np.mean(gaps)) if gaps else None
 
 
-def chunk_dataset(variables: list[str], layout, cid: int, experiment: str, points: list[tuple],
-                  out: dict[str, np.ndarray]) -> xr.Dataset:
+def chunk_dataset(
+    variables: list[str], layout, cid: int, experiment: str, points: list[tuple], out: dict[str, np.ndarray]
+) -> xr.Dataset:
     """One chunk's outputs as a Dataset over ``point`` (the points' values as variables)."""
     data = {k: (("point",) + tuple(layout.dims[k]), v) for k, v in out.items()}
     for i, var in enumerate(variables):
@@ -200,8 +246,15 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
             parts.append(ds.load())
     # chunks of an extended sweep may have larger padded axes (``head`` after adding an ``H``):
     # an outer join fills the smaller ones with NaN, as padding is everywhere else
-    flat = xr.concat(parts, dim="point", data_vars="all", coords="different", compat="equals",
-                     combine_attrs="drop_conflicts", join="outer")
+    flat = xr.concat(
+        parts,
+        dim="point",
+        data_vars="all",
+        coords="different",
+        compat="equals",
+        combine_attrs="drop_conflicts",
+        join="outer",
+    )
     grid = sweep.grid
     index = {k: i for i, k in enumerate(grid.points())}
     cols = [flat[v].values.tolist() for v in grid.variables]
@@ -211,8 +264,10 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
     done = np.zeros(grid.n_points, bool)
     done[pos] = True
     if complete and not done.all():
-        raise ValueError(f"{root!r}: {int((~done).sum())} of {grid.n_points} points not finished "
-                         "(run the sweep again to finish it, or load(..., complete=False))")
+        raise ValueError(
+            f"{root!r}: {int((~done).sum())} of {grid.n_points} points not finished "
+            "(run the sweep again to finish it, or load(..., complete=False))"
+        )
     dim_names = [d.name for d in grid.dims]
     data = {}
     for name, var in flat.data_vars.items():

@@ -1,10 +1,13 @@
 """Running a sweep file into a resumable store: the engine's run, chunk by chunk, to disk.
 
 :func:`run_sweep` plans the sweep's chunks once (whole streams each, :func:`~jaxattn.engine.run.
-chunk_streams`), writes the plan to ``manifest.json`` unless a store is already there, and then
-computes every chunk that is not finished, each through :func:`~jaxattn.engine.run.compute_chunk`
-exactly as an in-memory run computes it, writing each as it finishes. A rerun skips finished
-chunks and retries failed ones; a grid with new values extends the plan (``extend=True``).
+chunk_streams`), writes the plan to ``manifest.json`` unless a store is already there (the first
+process to get there writes it; the others check their sweep against it), and then claims and
+computes chunks that are not finished, each through :func:`~jaxattn.engine.run.compute_chunk`
+exactly as an in-memory run computes it, writing each as it finishes. Any number of workers, on
+one host or many, share a store through the claims (:mod:`jaxattn.engine.claims`), with no
+coordinator. A rerun skips finished chunks and retries failed ones; a grid with new values extends
+the plan (``extend=True``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from dataclasses import dataclass
 
 import jax
 
-from jaxattn.engine import store
+from jaxattn.engine import claims, provenance, store
+from jaxattn.engine.files import HOST, exclusive_link, tmp_name
 from jaxattn.engine.run import Plan, _Bar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs, make_plan
 from jaxattn.engine.sweepfile import Sweep
 
@@ -42,8 +46,9 @@ class Report:
 
 def sweep_plan(sweep: Sweep) -> Plan:
     """The engine's plan of a sweep (its experiment, config, grid, fixed axes and block shape)."""
-    return make_plan(sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block,
-                     group=sweep.group)
+    return make_plan(
+        sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group
+    )
 
 
 def _groups(plan: Plan, chunks: list[list[tuple]]) -> int:
@@ -57,11 +62,11 @@ def _groups(plan: Plan, chunks: list[list[tuple]]) -> int:
 
 def _create_exclusive(path: str, text: str) -> bool:
     """Write ``text`` to ``path`` unless it exists (atomic: of writers racing, one wins)."""
-    tmp = store.tmp_name(path)
+    tmp = tmp_name(path)
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
     try:
-        os.link(tmp, path)
+        exclusive_link(tmp, path)
         return True
     except FileExistsError:
         return False
@@ -69,8 +74,15 @@ def _create_exclusive(path: str, text: str) -> bool:
         os.remove(tmp)
 
 
-def open_store(sweep: Sweep, plan: Plan, out: str, n_devices: int, chunk_size: int | None = None,
-               memory_budget: int | None = None, extend: bool = False) -> dict:
+def open_store(
+    sweep: Sweep,
+    plan: Plan,
+    out: str,
+    n_devices: int,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    extend: bool = False,
+) -> dict:
     """The store's manifest: a new plan (written once), the stored one, or the stored one extended
     by the new points. A sweep whose identity differs from the store's is refused."""
     import json
@@ -83,12 +95,21 @@ def open_store(sweep: Sweep, plan: Plan, out: str, n_devices: int, chunk_size: i
     points = plan.grid.points()
     man = store.read_manifest(out)
     if man is None:
-        chunks = chunk_streams(plan, points, n_devices, chunk_size or sweep.chunk_size,
-                               memory_budget or sweep.memory_budget)
-        man = {"identity": identity, "experiment": sweep.model, "version": __version__, "block": plan.block,
-               "group": plan.group, "groups": _groups(plan, chunks), "variables": plan.variables,
-               "grid": plan.grid.to_json(), "attrs": dataset_attrs(plan),
-               "chunks": [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks)]}
+        chunks = chunk_streams(
+            plan, points, n_devices, chunk_size or sweep.chunk_size, memory_budget or sweep.memory_budget
+        )
+        man = {
+            "identity": identity,
+            "experiment": sweep.model,
+            "version": __version__,
+            "block": plan.block,
+            "group": plan.group,
+            "groups": _groups(plan, chunks),
+            "variables": plan.variables,
+            "grid": plan.grid.to_json(),
+            "attrs": dataset_attrs(plan),
+            "chunks": [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks)],
+        }
         if _create_exclusive(os.path.join(out, "sweep.toml"), sweep.text):
             store.write_json(os.path.join(out, "manifest.json"), man)
         else:  # another process created the store first: use its plan
@@ -100,64 +121,202 @@ def open_store(sweep: Sweep, plan: Plan, out: str, n_devices: int, chunk_size: i
     if man["identity"] != identity or man["variables"] != plan.variables:
         raise SweepChanged(
             f"{out!r} was made by a sweep with other fixed parameters, model, block shape or grid variables; "
-            "use another --out (only a grid's values can be extended)")
+            "use another --out (only a grid's values can be extended)"
+        )
     if man["grid"] != json.loads(json.dumps(plan.grid.to_json())):
         if not extend:
-            raise SweepChanged(f"the grid differs from the one {out!r} was made with; pass --extend "
-                               "(extend=True) to add the new points, or use another --out")
+            raise SweepChanged(
+                f"the grid differs from the one {out!r} was made with; pass --extend "
+                "(extend=True) to add the new points, or use another --out"
+            )
         planned = {tuple(p) for c in man["chunks"] for p in c["points"]}
         if not planned <= set(points):
-            raise SweepChanged("--extend can only add values to the grid; points of the stored sweep "
-                               f"are missing from the new grid ({len(planned - set(points))} of them)")
+            raise SweepChanged(
+                "--extend can only add values to the grid; points of the stored sweep "
+                f"are missing from the new grid ({len(planned - set(points))} of them)"
+            )
         todo = [p for p in points if p not in planned]
-        chunks = chunk_streams(plan, todo, n_devices, chunk_size or sweep.chunk_size,
-                               memory_budget or sweep.memory_budget)
+        chunks = chunk_streams(
+            plan, todo, n_devices, chunk_size or sweep.chunk_size, memory_budget or sweep.memory_budget
+        )
         start = max(c["id"] for c in man["chunks"]) + 1
         groups = max(man["groups"], _groups(plan, chunks))
-        man["chunks"] += [{"id": start + i, "points": [list(p) for p in c], "groups": groups}
-                          for i, c in enumerate(chunks)]
+        man["chunks"] += [
+            {"id": start + i, "points": [list(p) for p in c], "groups": groups} for i, c in enumerate(chunks)
+        ]
         man["grid"] = plan.grid.to_json()
         store.write_json(os.path.join(out, "manifest.json"), man)
-        store.atomic_write(os.path.join(out, "sweep.toml"),
-                           lambda tmp: open(tmp, "w", encoding="utf-8").write(sweep.text))
+        store.atomic_write(
+            os.path.join(out, "sweep.toml"), lambda tmp: open(tmp, "w", encoding="utf-8").write(sweep.text)
+        )
     return man
 
 
-def run_sweep(sweep: Sweep, out: str, *, devices=None, chunk_size: int | None = None,
-              memory_budget: int | None = None, extend: bool = False, progress: bool = False,
-              max_chunks: int | None = None) -> Report:
-    """Run (or resume) ``sweep`` into the store at ``out``; finished chunks are skipped, failed
-    ones retried. ``max_chunks`` stops after computing that many (for tests and dry runs)."""
+def _order(ids: list[int], worker: tuple[int, int] | None) -> list[int]:
+    """The order a worker tries chunks in: its stripe (``id % N == I``) first, then the rest."""
+    if worker is None:
+        return list(ids)
+    i, n = worker
+    return [c for c in ids if c % n == i] + [c for c in ids if c % n != i]
+
+
+def worker_label(worker: tuple[int, int] | None) -> str:
+    return f"{worker[0]}/{worker[1]}" if worker is not None else f"{HOST}:{os.getpid()}"
+
+
+def run_sweep(
+    sweep: Sweep,
+    out: str,
+    *,
+    devices=None,
+    chunk_size: int | None = None,
+    memory_budget: int | None = None,
+    extend: bool = False,
+    progress: bool = False,
+    max_chunks: int | None = None,
+    worker: tuple[int, int] | None = None,
+    reclaim: bool = False,
+    claim_timeout: float = claims.DEFAULT_TIMEOUT,
+    poll: float | None = None,
+) -> Report:
+    """Run (or resume, or help with) ``sweep`` into the store at ``out``.
+
+    Any number of processes may run the same sweep into one store at once, on one host or many
+    (a shared file system): each claims a chunk (:mod:`jaxattn.engine.claims`), computes it,
+    writes it and takes the next, until every chunk is finished; claims of dead workers are
+    taken over. ``worker = (I, N)`` only sets which chunks this process tries first (``I``, ``I +
+    N``, ...); under ``jax.distributed`` it defaults to ``(process_index, process_count)``, and
+    process 0 writes the plan before the others read it. ``reclaim`` takes over every claim that
+    exists when this call starts (after a crash); ``claim_timeout`` is the heartbeat age after
+    which a claim of another host is dead. Finished chunks are skipped, chunks that failed before
+    this call are retried, ``max_chunks`` stops after computing that many."""
     from jaxattn.engine import cache
 
+    if worker is not None and not (isinstance(worker, tuple) and len(worker) == 2 and 0 <= worker[0] < worker[1]):
+        raise ValueError(f"worker must be (I, N) with 0 <= I < N, got {worker!r}")
+    if claim_timeout <= 0:
+        raise ValueError(f"claim_timeout must be > 0 seconds, got {claim_timeout}")
     cache.enable()  # sweeps remember their programs (unless JAXATTN_NO_CACHE is set)
     plan = sweep_plan(sweep)
     devices = tuple(jax.local_devices() if devices is None else devices)
-    man = open_store(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)
+    if jax.process_count() > 1:
+        worker = worker or (jax.process_index(), jax.process_count())
+        man, since = _open_behind_barrier(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)
+    else:
+        man = open_store(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)
+    label = worker_label(worker)
     layout = plan.experiment.layout(plan.static)
     # every chunk padded to the largest one's shape: one trace for the whole sweep
     _, n_blocks = chunk_shape(plan, [[tuple(p) for p in c["points"]] for c in man["chunks"]], len(devices))
-    done = store.finished(out)
-    # several hosts (jax.distributed): process i of n takes chunks i, i + n, ...
-    mine = [c for c in man["chunks"] if c["id"] % jax.process_count() == jax.process_index()]
-    todo = [c for c in mine if c["id"] not in done][:max_chunks]
-    skipped = tuple(c["id"] for c in mine if c["id"] in done)
+    by_id = {c["id"]: c for c in man["chunks"]}
+    order = _order(sorted(by_id), worker)
+    t_start = time.time()
+    done0 = store.finished(out)
+    skipped = tuple(c for c in order if c in done0)
+    dead = frozenset(c.token for c in claims.all_claims(out).values()) if reclaim else frozenset()
+    interval = min(30.0, claim_timeout / 4)
+    poll = poll if poll is not None else min(1.0, claim_timeout / 10)
+    store.log_event(
+        out,
+        event="start",
+        worker=label,
+        process=jax.process_index(),
+        provenance=provenance.collect(plan.experiment.x64),
+    )
     computed, failed = [], {}
     t0 = time.perf_counter()
-    bar = _Bar(plan, len(todo), progress)
+    bar = _Bar(plan, len(order) - len(skipped), progress)
+
+    def failed_now(cid):  # failed in this round (by any worker): left for the next run to retry
+        f = store.failure_time(out, cid)
+        return f is not None and f >= t_start
+
     try:
-        for c in todo:
-            points = [tuple(p) for p in c["points"]]
+        while max_chunks is None or len(computed) < max_chunks:
+            done = store.finished(out)
+            todo = [c for c in order if c not in done and c not in failed and not failed_now(c)]
+            if not todo:
+                break
+            claim = None
+            for cid in todo:
+                claim = claims.acquire(out, cid, label)
+                if claim is None:
+                    held = claims.read(out, cid)
+                    if held is not None and claims.is_stale(held, claim_timeout, label, dead):
+                        claim = claims.take_over(out, held, label)
+                if claim is not None:
+                    if os.path.exists(store.chunk_path(out, cid)):  # finished while we looked
+                        claims.release(out, claim)
+                        claim = None
+                        continue
+                    break
+            if claim is None:  # the rest is held by live workers: wait for them, or for their claims to go stale
+                time.sleep(poll)
+                continue
+            cid = claim.chunk
+            points = [tuple(p) for p in by_id[cid]["points"]]
             try:
-                res = compute_chunk(plan, points, devices, bar, c.get("groups", man["groups"]), n_blocks)
-                store.write_chunk(out, c["id"], store.chunk_dataset(plan.variables, layout, c["id"], sweep.model,
-                                                                    points, res))
-                store.log_event(out, event="computed", chunk=c["id"], process=jax.process_index())
-                computed.append(c["id"])
+                with claims.Heartbeat(out, claim, interval):
+                    res = compute_chunk(plan, points, devices, bar, by_id[cid].get("groups", man["groups"]), n_blocks)
+                    store.write_chunk(
+                        out, cid, store.chunk_dataset(plan.variables, layout, cid, sweep.model, points, res)
+                    )
+                store.log_event(out, event="computed", chunk=cid, worker=label, process=jax.process_index())
+                computed.append(cid)
             except Exception as err:  # a failed chunk is recorded and the sweep goes on
-                failed[c["id"]] = f"{type(err).__name__}: {err}"
-                store.write_failure(out, c["id"], failed[c["id"]] + "\n" + traceback.format_exc())
+                failed[cid] = f"{type(err).__name__}: {err}"
+                store.write_failure(out, cid, failed[cid] + "\n" + traceback.format_exc())
+            finally:
+                claims.release(out, claim)
     finally:
         bar.close()
-    return Report(out, len(mine), tuple(computed), skipped, failed, max(len(c["points"]) for c in mine),
-                  len(devices), time.perf_counter() - t0)
+    if jax.process_count() > 1:
+        _leave_together(out, since, claim_timeout, poll)
+    return Report(
+        out,
+        len(order),
+        tuple(computed),
+        skipped,
+        failed,
+        max(len(c["points"]) for c in man["chunks"]),
+        len(devices),
+        time.perf_counter() - t0,
+    )
+
+
+def _leave_together(out: str, since: float, timeout: float, poll: float) -> None:
+    """Under ``jax.distributed``, process 0 hosts the coordination service, and a process that is
+    still disconnecting when it exits is killed by JAX: process 0 waits (through the store, not
+    a collective, which a dead process would hang) until the others have said they are done, or
+    ``timeout`` seconds (a process that died says nothing)."""
+    store.log_event(out, event="end", process=jax.process_index())
+    if jax.process_index() != 0:
+        return
+    deadline = time.time() + timeout
+    others = set(range(1, jax.process_count()))
+    while time.time() < deadline:
+        ended = {e.get("process") for e in store.read_log(out) if e.get("event") == "end" and e["time"] >= since}
+        if others <= ended:
+            break
+        time.sleep(poll)
+
+
+def _open_behind_barrier(sweep, plan, out, n_devices, chunk_size, memory_budget, extend) -> dict:
+    """Under ``jax.distributed``: process 0 opens (or creates) the store, then every process
+    passes a barrier and the others open it (and check their sweep against it). Returns the
+    manifest and a time before the barrier."""
+    from jax.experimental import multihost_utils
+
+    err = None
+    since = time.time() - 5.0  # every process's end is later (a margin for the hosts' clocks)
+    if jax.process_index() == 0:
+        try:
+            man = open_store(sweep, plan, out, n_devices, chunk_size, memory_budget, extend)
+        except SweepChanged as e:  # pass the barrier all the same, or the others wait forever
+            err = e
+    multihost_utils.sync_global_devices("jaxattn-sweep-plan")
+    if err is not None:
+        raise err
+    if jax.process_index() != 0:
+        man = open_store(sweep, plan, out, n_devices, chunk_size, memory_budget, False)
+    return man, since

@@ -102,8 +102,17 @@ class Sweep:
     def identity(self, block: int, group: int) -> str:
         """A hash of what determines the numbers (experiment, config, fixed axes, block shape):
         two sweeps with equal identities may share stored chunks."""
-        blob = json.dumps({"model": self.model, "config": cfgs.to_json(self.config), "fixed": self.fixed_axes,
-                           "block": block, "group": group}, sort_keys=True, default=str)
+        blob = json.dumps(
+            {
+                "model": self.model,
+                "config": cfgs.to_json(self.config),
+                "fixed": self.fixed_axes,
+                "block": block,
+                "group": group,
+            },
+            sort_keys=True,
+            default=str,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -188,13 +197,17 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
         fields = {k: v for k, v in fixed.items() if k not in axes}
         unknown = [k for k in fields if k not in experiment.fields()]
         for k in unknown:
-            problems.append(f"fixed.{k}: unknown parameter (expected one of "
-                            f"{', '.join(sorted(set(experiment.fields()) | set(axes)))})")
-        config, cproblems = cfgs.from_mapping(experiment.config_type, {k: v for k, v in fields.items()
-                                                                       if k not in unknown})
+            problems.append(
+                f"fixed.{k}: unknown parameter (expected one of "
+                f"{', '.join(sorted(set(experiment.fields()) | set(axes)))})"
+            )
+        config, cproblems = cfgs.from_mapping(
+            experiment.config_type, {k: v for k, v in fields.items() if k not in unknown}
+        )
         problems += cproblems
-        dims = check_dims(dims, axes, problems,
-                          where=lambda d, v: f"grid.{v}" if d.name == v else f"grid.zip.{d.name}.{v}")
+        dims = check_dims(
+            dims, axes, problems, where=lambda d, v: f"grid.{v}" if d.name == v else f"grid.zip.{d.name}.{v}"
+        )
     if problems:
         raise SweepFileError(problems, source)
     return Sweep(model_name, fixed, tuple(dims), config, fixed_axes, text=text, **opts)
@@ -227,8 +240,9 @@ def _toml_value(v) -> str:
     raise TypeError(f"cannot write {type(v).__name__} to TOML")
 
 
-def dumps(model: str, config=None, grid: Grid | None = None, *, fixed: dict | None = None,
-          execution: dict | None = None) -> str:
+def dumps(
+    model: str, config=None, grid: Grid | None = None, *, fixed: dict | None = None, execution: dict | None = None
+) -> str:
     """The sweep file of a run: ``model``, its config's fields (those not ``None``) and ``fixed``
     axis values under ``[fixed]``, the grid's dimensions (zips as ``[grid.zip.NAME]``) and the
     execution options. :func:`parse` reads it back to the same run."""
@@ -239,7 +253,7 @@ def dumps(model: str, config=None, grid: Grid | None = None, *, fixed: dict | No
     lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None]
     zips = []
     lines += ["", "[grid]"]
-    for d in (grid.dims if grid is not None else ()):
+    for d in grid.dims if grid is not None else ():
         if len(d.values) == 1 and d.name in d.values:
             lines.append(f"{d.name} = {_toml_value(list(d.values[d.name]))}")
         else:

@@ -15,8 +15,24 @@
 
 from jaxattn.slm import bayes, network, ode, priors, pruning, risk, sgd, task
 from jaxattn.slm.config import SLMConfig, SLMODEConfig
-from jaxattn.slm.experiments import (GRID_AXES, SLM_ODE, SLM_SGD, integrate, measure_error, point_keys,
-                                     train)
+from jaxattn.slm.experiments import GRID_AXES, SLM_ODE, SLM_SGD, integrate, measure_error, point_keys, train
 
-__all__ = ["GRID_AXES", "SLMConfig", "SLMODEConfig", "SLM_ODE", "SLM_SGD", "bayes", "integrate", "measure_error",
-           "network", "ode", "point_keys", "priors", "pruning", "risk", "sgd", "task", "train"]
+__all__ = [
+    "GRID_AXES",
+    "SLMConfig",
+    "SLMODEConfig",
+    "SLM_ODE",
+    "SLM_SGD",
+    "bayes",
+    "integrate",
+    "measure_error",
+    "network",
+    "ode",
+    "point_keys",
+    "priors",
+    "pruning",
+    "risk",
+    "sgd",
+    "task",
+    "train",
+]

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.core import checks
-from jaxattn.slm import priors
 from jaxattn.core.attention import attention_weights
+from jaxattn.slm import priors
 
 
 def posterior(

@@ -22,22 +22,32 @@ CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
 
 
 def prior_options(fn):
-    for opt in reversed([
-        click.option("--prior", type=Choice(["onehot", "flipped", "gaussian"]), default="onehot",
-                     show_default=True, help="P_theta: sqrt(nu) e_f, +-sqrt(nu) per direction, or N(0, nu I)."),
-        click.option("--F", "F", type=int, default=2, show_default=True, help="Number of latent directions."),
-        click.option("--nu", type=float, default=9.0, show_default=True, help="Signal strength of the prior."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--prior",
+                type=Choice(["onehot", "flipped", "gaussian"]),
+                default="onehot",
+                show_default=True,
+                help="P_theta: sqrt(nu) e_f, +-sqrt(nu) per direction, or N(0, nu I).",
+            ),
+            click.option("--F", "F", type=int, default=2, show_default=True, help="Number of latent directions."),
+            click.option("--nu", type=float, default=9.0, show_default=True, help="Signal strength of the prior."),
+        ]
+    ):
         fn = opt(fn)
     return fn
 
 
 def model_options(fn):
     """The config's fields, the prior, the grid axes, ``--seeds`` and ``--progress``."""
-    for opt in reversed([axis_list(a) for a in AXES if a.name != "seed"] + [
-        click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1."),
-        click.option("--progress/--no-progress", default=True, show_default=True),
-    ]):
+    for opt in reversed(
+        [axis_list(a) for a in AXES if a.name != "seed"]
+        + [
+            click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1."),
+            click.option("--progress/--no-progress", default=True, show_default=True),
+        ]
+    ):
         fn = opt(fn)
     return prior_options(config_options(SLMConfig, choices=CHOICES)(fn))
 
@@ -93,16 +103,19 @@ def train(out, figure, as_json, **o):
         plots.training_figure(ds, bayes_risk=br, path=figure)
     final = ds["error"].isel(time=-1)
     mean = final.mean("seed").values.ravel().tolist()
-    emit({
-        "final_error": mean[0] if len(mean) == 1 else mean,
-        "final_error_std": float(final.std("seed").values.ravel()[0]),
-        "bayes_risk": br,
-        "n_runs": int(final.size),
-        "n_diverged": int(ds["diverged"].sum()),
-        "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
-        "out": out,
-        "figure": figure,
-    }, as_json)
+    emit(
+        {
+            "final_error": mean[0] if len(mean) == 1 else mean,
+            "final_error_std": float(final.std("seed").values.ravel()[0]),
+            "bayes_risk": br,
+            "n_runs": int(final.size),
+            "n_diverged": int(ds["diverged"].sum()),
+            "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+            "out": out,
+            "figure": figure,
+        },
+        as_json,
+    )
 
 
 @slm.command()
@@ -119,8 +132,16 @@ def compare(gradient_flow, figure, as_json, **o):
     if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
         raise ValueError("compare takes one value each of H, L, eta and signal")
     config = config_from(SLMODEConfig, o, prior=_prior(o))
-    c = sc.compare(config, seeds=o["seeds"], H=o["H"][0], L=o["L"][0], eta=o["eta"][0], signal=o["signal"][0],
-                   noise=not gradient_flow, progress=o["progress"])
+    c = sc.compare(
+        config,
+        seeds=o["seeds"],
+        H=o["H"][0],
+        L=o["L"][0],
+        eta=o["eta"][0],
+        signal=o["signal"][0],
+        noise=not gradient_flow,
+        progress=o["progress"],
+    )
     if figure:
         os.makedirs(os.path.dirname(os.path.abspath(figure)), exist_ok=True)
         sc.figure(c, figure)
@@ -137,8 +158,18 @@ def compare(gradient_flow, figure, as_json, **o):
 def bayes_risk(prior, F, nu, L, n, seed, as_json):
     """The Bayes risk 1 - E[p_eps] of a prior, with its Nishimori twin and standard error."""
     r = _bayes(_prior(dict(prior=prior, F=F, nu=nu)), L, n=n, seed=seed)
-    emit({"bayes_risk": r.risk, "bayes_risk_nishimori": r.risk_nishimori, "stderr": r.se_p_eps,
-          "prior": prior, "F": F, "L": L, "nu": nu}, as_json)
+    emit(
+        {
+            "bayes_risk": r.risk,
+            "bayes_risk_nishimori": r.risk_nishimori,
+            "stderr": r.se_p_eps,
+            "prior": prior,
+            "F": F,
+            "L": L,
+            "nu": nu,
+        },
+        as_json,
+    )
 
 
 @slm.command()
@@ -178,8 +209,17 @@ def prune(source, n_bank, figure, as_json, **o):
     mean = np.mean(curves, axis=0).tolist()
     if figure:
         _prune_figure(curves, cfg["activation"], figure)
-    emit({"activation": cfg["activation"], "H": H, "risk_vs_removed": mean, "per_seed": curves,
-          "removed": removed, "figure": figure}, as_json)
+    emit(
+        {
+            "activation": cfg["activation"],
+            "H": H,
+            "risk_vs_removed": mean,
+            "per_seed": curves,
+            "removed": removed,
+            "figure": figure,
+        },
+        as_json,
+    )
 
 
 def _prune_figure(curves, activation, path):

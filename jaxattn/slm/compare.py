@@ -20,8 +20,18 @@ class Comparison(NamedTuple):
     deviations: dict  # largest |seed-mean simulation - seed-mean ODE| per observable
 
 
-def compare(config: SLMConfig, *, seeds=4, H: int = 2, L: int = 4, eta: float = 1.0,
-            signal: float = 1.0, n_bank: int | None = None, noise: bool = True, progress: bool = False) -> Comparison:
+def compare(
+    config: SLMConfig,
+    *,
+    seeds=4,
+    H: int = 2,
+    L: int = 4,
+    eta: float = 1.0,
+    signal: float = 1.0,
+    n_bank: int | None = None,
+    noise: bool = True,
+    progress: bool = False,
+) -> Comparison:
     """Run both and measure the largest deviation of ``M``, ``diag Q`` and the error. ``config``
     may be an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its
     bank size."""
@@ -32,8 +42,7 @@ def compare(config: SLMConfig, *, seeds=4, H: int = 2, L: int = 4, eta: float = 
     sim_config = SLMConfig(**base)
     grid = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
     p = train(sim_config, progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0)
-    th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0,
-                                                                                   noise=0)
+    th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0, noise=0)
     sim_q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
     th_q = np.diagonal(th["Q"].values, axis1=-2, axis2=-1)
 

@@ -17,8 +17,12 @@ def _help(text: str, **more) -> dict:
     return {"help": text, **more}
 
 
-PRIOR_FIELD = _help("P_theta: a table {family = onehot | flipped | gaussian, F, nu} or {family = discrete, "
-                    "support, weights}", parse=priors.from_spec, dump=priors.to_spec, cli=False)
+PRIOR_FIELD = _help(
+    "P_theta: a table {family = onehot | flipped | gaussian, F, nu} or {family = discrete, support, weights}",
+    parse=priors.from_spec,
+    dump=priors.to_spec,
+    cli=False,
+)
 
 
 @dataclass(frozen=True)
@@ -44,8 +48,9 @@ class SLMConfig:
     D: int = field(default=200, metadata=_help("Embedding dimension."))
     prior: priors.Prior = field(default_factory=lambda: priors.onehot(2, 9.0), metadata=PRIOR_FIELD)
     activation: str = field(default="bayes_softmax", metadata=_help("Attention activation."))
-    aggregation: str | None = field(default=None, metadata=_help(
-        "Head aggregation, mean or sum (default: mean for softmax/linear, sum otherwise)."))
+    aggregation: str | None = field(
+        default=None, metadata=_help("Head aggregation, mean or sum (default: mean for softmax/linear, sum otherwise).")
+    )
     t_max: float = field(default=200.0, metadata=_help("Training time samples/D."))
     n_records: int = field(default=25, metadata=_help("Log-spaced recordings."))
     t_min: float = field(default=0.1, metadata=_help("First recording time after 0."))
@@ -54,8 +59,9 @@ class SLMConfig:
     sigma0: float = field(default=1.0, metadata=_help("Initial key scale."))
     bias_lr: float = field(default=1.0, metadata=_help("Bias step relative to eta / D."))
     n_test: int = field(default=1000, metadata=_help("Test samples per record."))
-    share_data: bool = field(default=True, metadata=_help(
-        "Common random numbers across the grid (one data stream per seed)."))
+    share_data: bool = field(
+        default=True, metadata=_help("Common random numbers across the grid (one data stream per seed).")
+    )
     directions_seed: int = field(default=0, metadata=_help("Seed of the latent directions and the test set."))
 
     @property
@@ -74,7 +80,7 @@ class SLMConfig:
         """The recording times ``t = samples / D`` of :meth:`record_steps`."""
         return self.record_steps() * self.batch_size / self.D
 
-    def validate(self) -> "SLMConfig":
+    def validate(self) -> SLMConfig:
         checks.integer("D", self.D, 1)
         if self.D < self.F:
             raise ValueError(f"D must be >= F, got D={self.D}, F={self.F}")
@@ -118,7 +124,7 @@ class SLMODEConfig(SLMConfig):
     atol: float = field(default=1e-7, metadata=_help("Absolute tolerance of the solver."))
     max_steps: int = field(default=20000, metadata=_help("Solver steps before a solve counts as failed."))
 
-    def validate(self) -> "SLMODEConfig":
+    def validate(self) -> SLMODEConfig:
         super().validate()
         checks.integer("n_bank", self.n_bank, 1)
         checks.integer("bank_seed", self.bank_seed, 0)

@@ -11,7 +11,8 @@ values (:func:`point_keys`), never from its place in the grid.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -23,9 +24,8 @@ from jaxattn.core.attention import prefix_mask
 from jaxattn.engine import Experiment, Grid, Layout, float_axis, int_axis, over_groups, stream_values
 from jaxattn.slm import network as mh
 from jaxattn.slm import ode as slm_ode
-from jaxattn.slm import priors
+from jaxattn.slm import priors, task
 from jaxattn.slm import sgd as osgd
-from jaxattn.slm import task
 from jaxattn.slm.config import SLMConfig, SLMODEConfig
 from jaxattn.slm.risk import make_bank
 
@@ -47,8 +47,11 @@ def _noise(v):
     return float(v)
 
 
-ODE_AXES = AXES + (engine.Axis("noise", "float", 1.0, _noise, shared=True,
-                               help="1: online SGD (the eta^2 noise term), 0: gradient flow."),)
+ODE_AXES = AXES + (
+    engine.Axis(
+        "noise", "float", 1.0, _noise, shared=True, help="1: online SGD (the eta^2 noise term), 0: gradient flow."
+    ),
+)
 
 
 def _bits(x: float) -> int:
@@ -75,19 +78,29 @@ def directions_and_test_key(config: SLMConfig):
 
 def _head_layout(times, H: int, F: int, last: str) -> Layout:
     return Layout(
-        dims=dict(M=("time", "head", "direction"), Q=("time", "head", "head_"), b=("time", "head"),
-                  **{last: ("time",)}, diverged=()),
+        dims=dict(
+            M=("time", "head", "direction"),
+            Q=("time", "head", "head_"),
+            b=("time", "head"),
+            **{last: ("time",)},
+            diverged=(),
+        ),
         coords=dict(time=np.asarray(times), head=np.arange(H), head_=np.arange(H), direction=np.arange(F)),
-        long_names={"error": "test error |y - y_hat|^2 / D", "risk": "R(M, Q, b) along the ODE"})
+        long_names={"error": "test error |y - y_hat|^2 / D", "risk": "R(M, Q, b) along the ODE"},
+    )
 
 
 def _masked(M, Q, b, hm, bad=False):
     """``NaN`` on padded heads (and everywhere once ``bad``)."""
-    return (jnp.where(bad | ~hm[..., None], jnp.nan, M), jnp.where(bad | ~(hm[..., None] & hm[..., None, :]), jnp.nan, Q),
-            jnp.where(bad | ~hm, jnp.nan, b))
+    return (
+        jnp.where(bad | ~hm[..., None], jnp.nan, M),
+        jnp.where(bad | ~(hm[..., None] & hm[..., None, :]), jnp.nan, Q),
+        jnp.where(bad | ~hm, jnp.nan, b),
+    )
 
 
 # --- online SGD ----------------------------------------------------------------------------------
+
 
 class SGDStatic(NamedTuple):
     cfg: osgd.SGDConfig
@@ -113,31 +126,50 @@ class OnlineSGD(Experiment):
         return HYPER if config.share_data else frozenset()
 
     def setup(self, config: SLMConfig, values):
-        cfg = osgd.SGDConfig(D=config.D, H_max=max(values["H"]), L_max=max(values["L"]),
-                             arch=mh.Arch(config.activation, config.aggregation), batch_size=config.batch_size,
-                             sigma0=float(config.sigma0), bias_lr=float(config.bias_lr))
+        cfg = osgd.SGDConfig(
+            D=config.D,
+            H_max=max(values["H"]),
+            L_max=max(values["L"]),
+            arch=mh.Arch(config.activation, config.aggregation),
+            batch_size=config.batch_size,
+            sigma0=float(config.sigma0),
+            bias_lr=float(config.bias_lr),
+        )
         steps = config.record_steps()
         directions, test_key = directions_and_test_key(config)
         shared = dict(directions=directions, prior=priors.astype(config.prior, jnp.float32), test_key=test_key)
-        static = SGDStatic(cfg, tuple(int(g) for g in np.diff(steps, prepend=0)),
-                           tuple(float(t) for t in steps * config.batch_size / config.D), config.n_test, config.F,
-                           config.share_data)
+        static = SGDStatic(
+            cfg,
+            tuple(int(g) for g in np.diff(steps, prepend=0)),
+            tuple(float(t) for t in steps * config.batch_size / config.D),
+            config.n_test,
+            config.F,
+            config.share_data,
+        )
         return static, shared
 
     def params(self, static: SGDStatic, points) -> osgd.RunParams:
         keys = [point_keys(static.share_data, *(points[k][i] for k in GRID_AXES)) for i in range(len(points["seed"]))]
         return osgd.RunParams(
-            init_key=jnp.stack([k[0] for k in keys]), data_key=jnp.stack([k[1] for k in keys]),
-            eta=jnp.asarray(points["eta"], jnp.float32), signal=jnp.asarray(points["signal"], jnp.float32),
-            H=jnp.asarray(points["H"], jnp.int32), L=jnp.asarray(points["L"], jnp.int32))
+            init_key=jnp.stack([k[0] for k in keys]),
+            data_key=jnp.stack([k[1] for k in keys]),
+            eta=jnp.asarray(points["eta"], jnp.float32),
+            signal=jnp.asarray(points["signal"], jnp.float32),
+            H=jnp.asarray(points["H"], jnp.int32),
+            L=jnp.asarray(points["L"], jnp.int32),
+        )
 
     def init(self, static: SGDStatic, shared, p, n_groups):
         cfg = static.cfg
         states = over_groups(lambda rp: jax.vmap(jax.vmap(lambda r: osgd.init(cfg, r)))(rp), n_groups, p)
         lead = p.eta.shape + (len(static.gaps),)
         H = cfg.H_max
-        rec = dict(M=jnp.zeros(lead + (H, static.F)), Q=jnp.zeros(lead + (H, H)), b=jnp.zeros(lead + (H,)),
-                   error=jnp.zeros(lead))
+        rec = dict(
+            M=jnp.zeros(lead + (H, static.F)),
+            Q=jnp.zeros(lead + (H, H)),
+            b=jnp.zeros(lead + (H,)),
+            error=jnp.zeros(lead),
+        )
         return states, rec
 
     def step(self, static: SGDStatic, shared, p, state, k, n_groups):
@@ -151,13 +183,15 @@ class OnlineSGD(Experiment):
 
             def group(s, rp):
                 return jax.vmap(lambda b, s_, r_: jax.vmap(lambda a, c: osgd.update(cfg, dirs, a, c, b))(s_, r_))(
-                    batch, s, rp)
+                    batch, s, rp
+                )
 
             return over_groups(group, n_groups, st, p)
 
         states = jax.lax.fori_loop(0, jnp.asarray(static.gaps)[k], sgd_step, states)
         test = jax.vmap(lambda i: task.draw(jax.random.fold_in(shared["test_key"], i), prior, cfg.L_max, cfg.D))(
-            jnp.arange(static.n_test))
+            jnp.arange(static.n_test)
+        )
 
         def observe(st: osgd.SGDState, rp: osgd.RunParams):
             hm, pm = prefix_mask(rp.H, cfg.H_max), prefix_mask(rp.L, cfg.L_max)
@@ -200,6 +234,7 @@ SLM_SGD = OnlineSGD()
 
 # --- the order-parameter ODEs --------------------------------------------------------------------
 
+
 class ODEStatic(NamedTuple):
     arch: mh.Arch
     H_max: int
@@ -234,22 +269,41 @@ class OrderParameterODE(Experiment):
 
     def setup(self, config: SLMODEConfig, values):
         H_max, L_max = max(values["H"]), max(values["L"])
-        bank = make_bank(config.prior, L_max, H_max, n=config.n_bank, key=jax.random.key(config.bank_seed),
-                         dtype=jnp.float64)
+        bank = make_bank(
+            config.prior, L_max, H_max, n=config.n_bank, key=jax.random.key(config.bank_seed), dtype=jnp.float64
+        )
         directions, _ = directions_and_test_key(config)
-        static = ODEStatic(mh.Arch(config.activation, config.aggregation), H_max, L_max, config.D, config.F,
-                           float(config.sigma0), config.batch_size, tuple(float(t) for t in config.record_times()),
-                           float(config.rtol), float(config.atol), int(config.max_steps), slm_ode.default_chunk())
+        static = ODEStatic(
+            mh.Arch(config.activation, config.aggregation),
+            H_max,
+            L_max,
+            config.D,
+            config.F,
+            float(config.sigma0),
+            config.batch_size,
+            tuple(float(t) for t in config.record_times()),
+            float(config.rtol),
+            float(config.atol),
+            int(config.max_steps),
+            slm_ode.default_chunk(),
+        )
         return static, {"bank": bank, "directions": directions}
 
     def params(self, static: ODEStatic, points):
-        return {"init_key": jnp.stack([point_keys(True, s, 0, 0, 0.0, 0.0)[0] for s in points["seed"]]),
-                **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
-                **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")}}
+        return {
+            "init_key": jnp.stack([point_keys(True, s, 0, 0, 0.0, 0.0)[0] for s in points["seed"]]),
+            **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
+            **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")},
+        }
 
     def _args(self, static: ODEStatic, q) -> slm_ode.ODEArgs:
-        return slm_ode.ODEArgs(q["eta"] / static.batch_size, q["signal"], q["noise"],
-                               prefix_mask(q["H"], static.H_max), prefix_mask(q["L"], static.L_max))
+        return slm_ode.ODEArgs(
+            q["eta"] / static.batch_size,
+            q["signal"],
+            q["noise"],
+            prefix_mask(q["H"], static.H_max),
+            prefix_mask(q["L"], static.L_max),
+        )
 
     def _record(self, static, shared, y, ok, q) -> dict:
         a = self._args(static, q)
@@ -260,8 +314,9 @@ class OrderParameterODE(Experiment):
         def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
             keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(jnp.float64)
             dirs = shared["directions"].astype(jnp.float64)
-            return slm_ode.OrderParams(keys @ dirs.T / static.D, keys @ keys.T / static.D,
-                                       jnp.zeros(static.H_max, jnp.float64))
+            return slm_ode.OrderParams(
+                keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, jnp.float64)
+            )
 
         start = jax.vmap(y0)(stream_values(p["init_key"]))  # (S, ...): one start per stream
         T = len(static.times)
@@ -279,8 +334,18 @@ class OrderParameterODE(Experiment):
         t0 = jnp.where(k == 0, 0.0, ts[jnp.maximum(k - 1, 0)])  # segment k: up to the k-th recording
 
         def one(y, ok, rec, q):
-            y, ok1 = slm_ode.advance(y, self._args(static, q), shared["bank"], t0, ts[k], static.arch,
-                                     static.rtol, static.atol, static.max_steps, static.chunk)
+            y, ok1 = slm_ode.advance(
+                y,
+                self._args(static, q),
+                shared["bank"],
+                t0,
+                ts[k],
+                static.arch,
+                static.rtol,
+                static.atol,
+                static.max_steps,
+                static.chunk,
+            )
             r = self._record(static, shared, y, ok & ok1, q)
             rec = {n: rec[n].at[k].set(r[n]) for n in rec}
             return y, r["ok"], rec
@@ -308,6 +373,7 @@ SLM_ODE = OrderParameterODE()
 
 
 # --- the Python API ------------------------------------------------------------------------------
+
 
 def _grid(experiment: Experiment, **values) -> Grid:
     return Grid.from_values(experiment.axis, values)
@@ -339,8 +405,9 @@ def train(
     ``group`` members; :mod:`jaxattn.engine`).
     """
     grid = _grid(SLM_SGD, seed=seed, H=H, L=L, eta=eta, signal=signal)
-    return engine.run(SLM_SGD, config or SLMConfig(), grid, devices=devices, block=block, group=group,
-                      progress=progress)
+    return engine.run(
+        SLM_SGD, config or SLMConfig(), grid, devices=devices, block=block, group=group, progress=progress
+    )
 
 
 def integrate(
@@ -366,8 +433,9 @@ def integrate(
 
         config = SLMODEConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
     grid = _grid(SLM_ODE, seed=seed, H=H, L=L, eta=eta, signal=signal, noise=noise)
-    return engine.run(SLM_ODE, config or SLMODEConfig(), grid, devices=devices, block=block, group=group,
-                      progress=progress)
+    return engine.run(
+        SLM_ODE, config or SLMODEConfig(), grid, devices=devices, block=block, group=group, progress=progress
+    )
 
 
 def measure_error(

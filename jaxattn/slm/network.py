@@ -53,8 +53,12 @@ def weights(
 ) -> Float[Array, " L"]:
     """Prediction weights ``w[l] = sum_h sigma[h, l]``."""
     sigma = attention_weights(
-        scores(params, X), params.bias, arch.activation,
-        head_mask=head_mask, pos_mask=pos_mask, aggregation=arch.aggregation,
+        scores(params, X),
+        params.bias,
+        arch.activation,
+        head_mask=head_mask,
+        pos_mask=pos_mask,
+        aggregation=arch.aggregation,
     )
     return position_weights(sigma)
 
@@ -93,7 +97,7 @@ def keys_from_order_parameters(
     # spanning the directions, the next H columns are orthogonal to them.
     rand = jax.random.normal(key, (D, H), directions.dtype)
     q, _ = jnp.linalg.qr(jnp.concatenate([directions.T, rand], axis=1))
-    v = q[:, F:F + H].T
+    v = q[:, F : F + H].T
     return M @ directions + jnp.sqrt(jnp.asarray(D, directions.dtype)) * C @ v
 
 

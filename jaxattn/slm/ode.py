@@ -121,8 +121,15 @@ class Solution(NamedTuple):
 
 
 def integrate_grid(
-    y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch,
-    rtol: float = 1e-5, atol: float = 1e-7, max_steps: int = 20000, chunk: int | None | str = "auto",
+    y0: OrderParams,
+    args: ODEArgs,
+    bank: Bank,
+    ts: Float[Array, " T"],
+    arch: Arch,
+    rtol: float = 1e-5,
+    atol: float = 1e-7,
+    max_steps: int = 20000,
+    chunk: int | None | str = "auto",
 ) -> Solution:
     """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
     return the solution at the times ``ts`` (increasing, ``>= 0``); one compile per grid shape.
@@ -137,18 +144,27 @@ def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> S
     return solve(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
 
-def advance(y: OrderParams, a: ODEArgs, bank: Bank, t0, t1, arch: Arch, rtol, atol, max_steps: int,
-            chunk: int | None) -> tuple[OrderParams, Array]:
+def advance(
+    y: OrderParams, a: ODEArgs, bank: Bank, t0, t1, arch: Arch, rtol, atol, max_steps: int, chunk: int | None
+) -> tuple[OrderParams, Array]:
     """One point from ``t0`` to ``t1`` (adaptive Dopri5, PID controller): the state at ``t1`` and
     whether the solve succeeded (``NaN`` state once it has not). The interval is solved on its own,
     so a run is the same whether it is integrated in one call or interval by interval."""
+
     def field(t, y, _):
         return rhs(y, a, bank, arch, chunk)
 
     sol = diffrax.diffeqsolve(
-        diffrax.ODETerm(field), diffrax.Dopri5(), t0=t0, t1=t1, dt0=None, y0=y,
-        saveat=diffrax.SaveAt(t1=True), stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
-        max_steps=max_steps, throw=False,
+        diffrax.ODETerm(field),
+        diffrax.Dopri5(),
+        t0=t0,
+        t1=t1,
+        dt0=None,
+        y0=y,
+        saveat=diffrax.SaveAt(t1=True),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        max_steps=max_steps,
+        throw=False,
     )
     ok = sol.result == diffrax.RESULTS.successful
     return jax.tree_util.tree_map(lambda x: jnp.where(ok, x[0], jnp.nan), sol.ys), ok
@@ -160,8 +176,17 @@ def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
     return risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
 
 
-def solve(y0: OrderParams, args: ODEArgs, bank: Bank, ts: Float[Array, " T"], arch: Arch, rtol, atol,
-          max_steps: int, chunk: int | None) -> Solution:
+def solve(
+    y0: OrderParams,
+    args: ODEArgs,
+    bank: Bank,
+    ts: Float[Array, " T"],
+    arch: Arch,
+    rtol,
+    atol,
+    max_steps: int,
+    chunk: int | None,
+) -> Solution:
     """:func:`integrate_grid` unjitted: each point of the leading axis integrated interval by
     interval between the recording times (:func:`advance`), vmapped over the points."""
 

@@ -27,8 +27,14 @@ def plot_overlaps(ds: xr.Dataset, ax=None, **sel):
             if np.all(np.isnan(m[:, h])):
                 continue  # a padded head
             for f in range(m.shape[2]):
-                ax.plot(t, m[:, h, f], color=colors[f % len(colors)], alpha=0.8,
-                        ls=["-", "--", ":", "-."][h % 4], label=f"head {h}, s_{f}" if s == 0 else None)
+                ax.plot(
+                    t,
+                    m[:, h, f],
+                    color=colors[f % len(colors)],
+                    alpha=0.8,
+                    ls=["-", "--", ":", "-."][h % 4],
+                    label=f"head {h}, s_{f}" if s == 0 else None,
+                )
     ax.set_xscale("symlog", linthresh=max(t[1] if len(t) > 1 else 1.0, 1e-3))
     ax.set_xlim(0, t[-1])
     ax.set_xlabel("t = samples / D")

@@ -16,7 +16,7 @@ which validate their input (``ValueError`` naming the parameter).
 
 from __future__ import annotations
 
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -52,7 +52,7 @@ class Discrete(NamedTuple):
         d = self.support - self.mean()
         return (d * self.weights[:, None]).T @ d
 
-    def scaled(self, s) -> "Discrete":
+    def scaled(self, s) -> Discrete:
         return Discrete(self.support * s, self.weights)
 
 
@@ -81,7 +81,7 @@ class FlippedSpike(NamedTuple):
     def cov(self) -> Float[Array, "F F"]:
         return jnp.diag(self.amplitude**2)
 
-    def scaled(self, s) -> "FlippedSpike":
+    def scaled(self, s) -> FlippedSpike:
         return FlippedSpike(self.mean_ * s, self.amplitude * s)
 
 
@@ -113,11 +113,11 @@ class Gaussian(NamedTuple):
     def cov(self) -> Float[Array, "F F"]:
         return self.cov_
 
-    def scaled(self, s) -> "Gaussian":
+    def scaled(self, s) -> Gaussian:
         return Gaussian(self.mean_ * s, self.cov_ * s**2, self.factor * s)
 
 
-Prior = Union[Discrete, FlippedSpike, Gaussian]
+Prior = Discrete | FlippedSpike | Gaussian
 
 
 def discrete(support, weights=None) -> Discrete:

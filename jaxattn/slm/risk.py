@@ -25,8 +25,8 @@ import numpy as np
 import optax
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from jaxattn.slm import priors
 from jaxattn.core.attention import attention_weights, position_weights
+from jaxattn.slm import priors
 
 
 class Bank(NamedTuple):
@@ -105,9 +105,7 @@ def make_bank(
     else:
         raise ValueError(f"method must be 'mc' or 'quadrature', got {method!r}")
     dtype = dtype or jnp.result_type(float)
-    return Bank(
-        jnp.asarray(z.reshape(-1, L, H), dtype), jnp.asarray(th, dtype), jnp.asarray(w / w.sum(), dtype)
-    )
+    return Bank(jnp.asarray(z.reshape(-1, L, H), dtype), jnp.asarray(th, dtype), jnp.asarray(w / w.sum(), dtype))
 
 
 def _cholesky(Q: Array, head_mask: Array) -> Array:
@@ -138,8 +136,9 @@ def draw_loss(chi: Float[Array, "H L"], b, activation, aggregation=None, head_ma
     H, L = chi.shape
     head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
     b = jnp.where(head_mask, b, 0.0)
-    w = position_weights(attention_weights(
-        chi, b, activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=aggregation))
+    w = position_weights(
+        attention_weights(chi, b, activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=aggregation)
+    )
     return jnp.sum((jnp.zeros(L, w.dtype).at[0].set(1.0) - w) ** 2)
 
 

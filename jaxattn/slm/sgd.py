@@ -16,8 +16,9 @@ parameters and flagged ``diverged`` (:mod:`jaxattn.core.divergence`); the other 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -78,9 +79,7 @@ def draw_batch(cfg: SGDConfig, prior: Prior, data_key: PRNGKeyArray, step: Int[A
     """The random numbers of one step: a :class:`~jaxattn.tasks.single_location.Draw` with a
     leading batch axis."""
     k = jax.random.fold_in(data_key, step)
-    return jax.vmap(lambda i: slm.draw(jax.random.fold_in(k, i), prior, cfg.L_max, cfg.D))(
-        jnp.arange(cfg.batch_size)
-    )
+    return jax.vmap(lambda i: slm.draw(jax.random.fold_in(k, i), prior, cfg.L_max, cfg.D))(jnp.arange(cfg.batch_size))
 
 
 def loss(params, sample: slm.Sample, arch, head_mask, pos_mask) -> Float[Array, ""]:
@@ -104,8 +103,11 @@ def loss_and_score_grads(params: mh.MultiHead, X, eps, arch, head_mask, pos_mask
     chi = params.keys @ X.T / jnp.sqrt(jnp.asarray(D, X.dtype))
 
     def w_of(c, b):
-        return position_weights(attention_weights(
-            c, b, arch.activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=arch.aggregation))
+        return position_weights(
+            attention_weights(
+                c, b, arch.activation, head_mask=head_mask, pos_mask=pos_mask, aggregation=arch.aggregation
+            )
+        )
 
     w, vjp = jax.vjp(w_of, chi, params.bias)
     r = X[eps] - w @ X
@@ -122,8 +124,9 @@ def update(
     pm = prefix_mask(rp.L, cfg.L_max)
     D = cfg.D
     samples = jax.vmap(lambda d: slm.assemble(d, directions, rp.L, rp.signal))(batch)
-    value, g_chi, g_b = jax.vmap(
-        lambda X, e: loss_and_score_grads(state.params, X, e, cfg.arch, hm, pm))(samples.X, samples.eps)
+    value, g_chi, g_b = jax.vmap(lambda X, e: loss_and_score_grads(state.params, X, e, cfg.arch, hm, pm))(
+        samples.X, samples.eps
+    )
     B = cfg.batch_size
     g_keys = jnp.einsum("bhl,bld->hd", g_chi, samples.X) / (B * jnp.sqrt(jnp.asarray(D, samples.X.dtype)))
     # Finite scores-gradients and loss imply a finite key gradient (the tokens are finite), so

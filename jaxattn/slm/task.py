@@ -62,9 +62,7 @@ def latent_directions(key: PRNGKeyArray, D: int, F: int, dtype=jnp.float32) -> F
 def draw(key: PRNGKeyArray, prior: Prior, L_max: int, D: int, dtype=jnp.float32) -> Draw:
     """The random numbers of one sample, with ``L_max`` token slots."""
     k_tok, k_u, k_theta = jax.random.split(key, 3)
-    noise = jax.vmap(lambda l: jax.random.normal(jax.random.fold_in(k_tok, l), (D,), dtype))(
-        jnp.arange(L_max)
-    )
+    noise = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(k_tok, i), (D,), dtype))(jnp.arange(L_max))
     u = jax.random.uniform(k_u, (), dtype)
     return Draw(noise, u, prior.sample(k_theta).astype(dtype))
 
@@ -74,9 +72,7 @@ def location(u: Float[Array, ""], L: Int[Array, ""]) -> Int[Array, ""]:
     return jnp.minimum(jnp.floor(u * L).astype(jnp.int32), L - 1)
 
 
-def assemble(
-    d: Draw, directions: Float[Array, "F D"], L: Int[Array, ""], signal: Float[Array, ""] = 1.0
-) -> Sample:
+def assemble(d: Draw, directions: Float[Array, "F D"], L: Int[Array, ""], signal: Float[Array, ""] = 1.0) -> Sample:
     """The sample of one grid point: sequence length ``L`` (positions ``>= L`` are padding, to be
     masked), latent ``signal * theta``."""
     D = d.noise.shape[-1]
@@ -100,4 +96,3 @@ def sample(
     L_max = L if L_max is None else L_max
     d = draw(key, prior, L_max, D, directions.dtype)
     return assemble(d, directions, jnp.asarray(L), signal)
-

@@ -12,8 +12,9 @@ flagged ``diverged`` (:mod:`jaxattn.core.divergence`); the rest of a vmapped gri
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -56,8 +57,9 @@ def full_batch(
         opt_state = opt.init(params)
         opt_state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
         z = jnp.zeros((), jnp.float32)
-        return FullBatchState(params, opt_state, jnp.zeros((), jnp.int32), z + jnp.inf, z + jnp.inf,
-                              jnp.zeros((), bool))
+        return FullBatchState(
+            params, opt_state, jnp.zeros((), jnp.int32), z + jnp.inf, z + jnp.inf, jnp.zeros((), bool)
+        )
 
     def step(state: FullBatchState, data) -> FullBatchState:
         value, grads = jax.value_and_grad(loss_fn)(state.params, data)
@@ -68,8 +70,11 @@ def full_batch(
         f = factor(state.step)
         params = jax.tree_util.tree_map(lambda p, u: p + f * u, state.params, updates)
         (params, opt_state, value, gnorm), diverged = guard(
-            state.diverged, jnp.isfinite(value) & jnp.isfinite(gnorm),
-            (params, opt_state, value, gnorm), (state.params, state.opt_state, state.loss, state.grad_norm))
+            state.diverged,
+            jnp.isfinite(value) & jnp.isfinite(gnorm),
+            (params, opt_state, value, gnorm),
+            (state.params, state.opt_state, state.loss, state.grad_norm),
+        )
         return FullBatchState(params, opt_state, state.step + 1, value, gnorm, diverged)
 
     return FullBatch(init, step)

@@ -17,7 +17,8 @@ never a silent NaN.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,7 +55,8 @@ def sgld(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> S
         noise = unravel(jax.random.normal(key, flat.shape, flat.dtype))
         eps = _broadcast(step_size, state.position)
         new = jax.tree_util.tree_map(
-            lambda p, g, n, e: p - e * N * g + jnp.sqrt(2.0 * e) * n, state.position, grads, noise, eps)
+            lambda p, g, n, e: p - e * N * g + jnp.sqrt(2.0 * e) * n, state.position, grads, noise, eps
+        )
         new, diverged = guard(state.diverged, all_finite(new), new, state.position)
         return SGLDState(new, state.step + 1, diverged)
 
@@ -71,12 +73,12 @@ def _broadcast(step_size, position):
 def advance(kernel: SGLD, key, state: SGLDState, data, step_size, n) -> SGLDState:
     """``n`` steps of one chain (``n`` may be traced); step ``m`` uses ``fold_in(key, m)`` of the
     chain's step counter, so a chain does not depend on how its steps are cut into calls."""
-    return jax.lax.fori_loop(
-        0, n, lambda _, s: kernel.step(jax.random.fold_in(key, s.step), s, data, step_size), state)
+    return jax.lax.fori_loop(0, n, lambda _, s: kernel.step(jax.random.fold_in(key, s.step), s, data, step_size), state)
 
 
-def run_chain(kernel: SGLD, observe_fn: Callable, key, state: SGLDState, data, step_size,
-              burn_in, n_kept: int, thin: int):
+def run_chain(
+    kernel: SGLD, observe_fn: Callable, key, state: SGLDState, data, step_size, burn_in, n_kept: int, thin: int
+):
     """``burn_in`` steps, then ``n_kept`` draws of ``observe_fn(position, data)`` every ``thin``
     steps (:func:`advance` between draws). Not jitted itself: wrap it (vmapped over chains) in
     the caller's ``jax.jit``. Returns the final state and the draws (leading axis ``n_kept``),

@@ -1,0 +1,91 @@
+"""Sweeps on a cluster through submitit: the workers of :func:`~jaxattn.engine.sweep.run_sweep`
+as the tasks of one job array.
+
+Task ``I`` of ``N`` runs the sweep as worker ``I/N`` (the chunks ``I, I + N, ...`` first, then
+whatever is left). A task that is preempted or runs out of time is requeued by submitit
+(:class:`submitit.helpers.Checkpointable`); the requeued task has the same worker label, so it
+takes its own old claims over at once and goes on. Nothing is lost when a task dies for good: its
+claims go stale and the other workers take them over. ``executor="local"`` runs the same tasks as
+processes of this machine.
+"""
+
+from __future__ import annotations
+
+import os
+
+try:
+    import submitit
+except ImportError:  # an optional extra: jaxattn[cluster]
+    submitit = None
+
+
+def _require():
+    if submitit is None:
+        raise ImportError("jaxattn sweep submit needs submitit: pip install 'jaxattn[cluster]'")
+
+
+class SweepWorker(submitit.helpers.Checkpointable if submitit is not None else object):
+    """One task of the array: run the sweep (its text, so no file need be shared) as ``I/N``;
+    returns the ids of the chunks it computed."""
+
+    def __call__(self, text: str, out: str, i: int, n: int) -> list[int]:
+        from jaxattn.core.devices import use_cpu_cores
+
+        use_cpu_cores()
+        from jaxattn.engine.sweep import run_sweep
+        from jaxattn.engine.sweepfile import parse
+
+        return list(run_sweep(parse(text), out, worker=(i, n)).computed)
+
+
+def submit(
+    file: str,
+    out: str,
+    *,
+    executor: str = "slurm",
+    workers: int = 2,
+    partition: str | None = None,
+    gpus_per_node: int | None = None,
+    cpus_per_task: int | None = None,
+    mem_gb: float | None = None,
+    time_min: int = 60,
+    folder: str | None = None,
+) -> list:
+    """Submit ``workers`` tasks of the sweep in ``file`` into the store ``out``; returns the jobs.
+
+    The plan is written here first (and the file checked against an existing store), so a file
+    that differs from the store's is refused before anything is queued."""
+    _require()
+    if executor not in ("slurm", "local"):
+        raise ValueError(f"executor must be 'slurm' or 'local', got {executor!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    import jax
+
+    from jaxattn.engine.sweep import open_store, sweep_plan
+    from jaxattn.engine.sweepfile import load_file
+
+    sweep = load_file(file)
+    out = os.path.abspath(out)
+    plan = sweep_plan(sweep)
+    open_store(sweep, plan, out, len(jax.local_devices()))
+    ex = submitit.AutoExecutor(folder=folder or os.path.join(out, "submitit"), cluster=executor)
+    params: dict = {"timeout_min": time_min, "name": f"jaxattn-{sweep.model}"}
+    if gpus_per_node is not None:
+        params["gpus_per_node"] = gpus_per_node
+    if cpus_per_task is not None:
+        params["cpus_per_task"] = cpus_per_task
+    if mem_gb is not None:
+        params["mem_gb"] = mem_gb
+    if executor == "slurm":
+        params["slurm_array_parallelism"] = workers
+        if partition is not None:
+            params["slurm_partition"] = partition
+    ex.update_parameters(**params)
+    n = workers
+    return ex.map_array(SweepWorker(), [sweep.text] * n, [out] * n, list(range(n)), [n] * n)
+
+
+def wait(jobs) -> list[list[int]]:
+    """The chunks each job computed, once all have ended (a failed job raises its error)."""
+    return [job.result() for job in jobs]
