@@ -20,6 +20,7 @@ from jaxtyping import Array, Float
 
 from jaxattn.copyhead import action as ca
 from jaxattn.copyhead import network as cm
+from jaxattn.core import precision
 
 
 class LinearMinimum(NamedTuple):
@@ -99,7 +100,7 @@ def kind_of(a1, aG, L) -> str:
 def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
     """Second-order onsets of linear attention from the Hessian at ``A = 0``: the generalised
     eigenproblem ``[[0, I], [K0, K1]] z = P [[I, 0], [0, K2]] z`` (``z = (v, P v)``)."""
-    with jax.enable_x64(True):
+    with precision.float64():
         h = ca.hyper(arch, N)
         K0, K1, K2 = (np.asarray(k) for k in linear_hessian_coefficients(h))
     Z, I2 = np.zeros((2, 2)), np.eye(2)

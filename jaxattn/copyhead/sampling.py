@@ -15,7 +15,7 @@ from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import task
 from jaxattn.copyhead.config import CopyData
 from jaxattn.copyhead.experiments import data_key
-from jaxattn.core import checks, diagnostics
+from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core.attention import prefix_mask
 
 
@@ -43,7 +43,7 @@ def nuts_reference(
     for name, v in (("n_warmup", n_warmup), ("n_samples", n_samples), ("n_chains", n_chains)):
         checks.integer(name, v, 1)
     arch = config.arch
-    with jax.enable_x64(True):
+    with precision.float64():
         X = task.one_hot(task.tokens(data_key(data_seed), P, arch.L, arch.V), arch.V, jnp.float64)
         st = cm.stats(X, prefix_mask(P, P))
         pot = lambda p: N * cm.loss(p, st, arch)  # noqa: E731

@@ -41,6 +41,7 @@ from jaxattn.copyhead.linear import (  # noqa: F401
     linear_scan,
     linear_scan_jit,
 )
+from jaxattn.core import precision
 
 N_C = 1024  # c_G grid points
 P_BATCH = 8  # P values per lax.map step of a scan
@@ -261,7 +262,7 @@ def softmax_critical_point(arch: cm.CopyArch, N: float = 1.0, L_bracket=(4.0, 64
     the closed-form ``P*``), then Newton on the cusp conditions ``dS/dc = d2S/dc2 = d3S/dc3 = 0``
     in ``(c, ln P, L)`` from the last first-order point. ``residual`` is the largest of the three
     (over ``P``) there; the bisection's point is returned if Newton does not converge."""
-    with jax.enable_x64(True):
+    with precision.float64():
         h0 = ca.hyper(arch, N)
         x = jnp.geomspace(0.3, 3.0, n_P)
 
@@ -318,7 +319,7 @@ def _softmax_scan(Ps, h):
 def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
     """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
     and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists)."""
-    with jax.enable_x64(True):
+    with precision.float64():
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
         m = _bucketed(lambda x: _softmax_scan(x, h), Ps)
@@ -334,7 +335,7 @@ def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray
 
 def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
     """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error."""
-    with jax.enable_x64(True):
+    with precision.float64():
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
         m = _bucketed(lambda x: linear_scan_jit(x, h), Ps)
@@ -365,7 +366,7 @@ def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_
         "cyclic": arch.cyclic,
     }
     if arch.attention == "softmax":
-        with jax.enable_x64(True):
+        with precision.float64():
             h = ca.hyper(arch, N)
             pcf = float(p_star_closed_form(jnp.float64(arch.L), jnp.float64(arch.V), arch.beta, arch.sigma_G2))
             Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)

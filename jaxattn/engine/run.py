@@ -356,6 +356,10 @@ def compute_chunk(
     # runs on the first device, with one compiled program (measured: a third of the compile time
     # of one program per host device, the same run time); accelerators get one program each
     on_cpu = devices[0].platform == "cpu"
+    if e.x64:
+        from jaxattn.core.precision import warn_if_slow
+
+        warn_if_slow(devices[0])
 
     def on_device(i: int):
         dev = devices[0] if on_cpu else devices[i]

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.core.attention import attention_weights
 from jaxattn.slm import priors
 
@@ -54,10 +54,16 @@ class BayesRisk(NamedTuple):
 def bayes_risk(
     prior: priors.Prior, L: int, *, n: int = 200_000, key: PRNGKeyArray | None = None, chunk: int = 50_000
 ) -> BayesRisk:
-    """The Bayes risk ``1 - E[p_eps]`` by Monte Carlo over ``(theta, chi*)`` (float64 when x64 is
-    enabled). Discrete and flipped-spike priors are stratified over their support."""
+    """The Bayes risk ``1 - E[p_eps]`` by Monte Carlo over ``(theta, chi*)``, in float64 whatever
+    the caller's x64 setting (:func:`jaxattn.core.precision.float64`). Discrete and flipped-spike
+    priors are stratified over their support."""
     L = checks.integer("L", L, 2)
     n = checks.integer("n", n, 2)
+    with precision.float64():
+        return _bayes_risk(prior, L, n, key, chunk)
+
+
+def _bayes_risk(prior, L, n, key, chunk) -> BayesRisk:
     key = jax.random.key(0) if key is None else key
     dtype = jnp.result_type(float)
     prior = priors.astype(prior, dtype)

@@ -1,6 +1,12 @@
 """Theory against simulation in one call: online SGD and the order-parameter ODE on the same
 configuration, each seed's ODE started from that run's own initial ``(M, Q, b)`` (both grids on
-the engine: :func:`jaxattn.slm.train` and :func:`jaxattn.slm.integrate`)."""
+the engine: :func:`jaxattn.slm.train` and :func:`jaxattn.slm.integrate`).
+
+Heads are exchangeable: through specialisation each seed's heads may take the directions in
+another order in SGD than in that seed's ODE. The comparison therefore matches heads per seed
+(:func:`match_heads`, on ``M`` at the final time, applied to the whole trajectory) before
+averaging over seeds, and reports the escape time from the unspecialised saddle
+(:func:`escape_time`; defined in ``docs/theory/single_location.md``) of both."""
 
 from __future__ import annotations
 
@@ -15,9 +21,69 @@ from jaxattn.slm.experiments import integrate, train
 
 
 class Comparison(NamedTuple):
-    simulation: xr.Dataset  # one grid point: dims (seed, time, ...)
+    simulation: xr.Dataset  # one grid point: dims (seed, time, ...), heads matched to the ODE's
     theory: xr.Dataset  # the ODE of each seed: dims (seed, time, ...)
-    deviations: dict  # largest |seed-mean simulation - seed-mean ODE| per observable
+    deviations: dict  # largest |seed-mean simulation - seed-mean ODE| per observable, escape times
+
+
+def match_heads(M_sim, M_ref) -> np.ndarray:
+    """The permutation ``perm`` of the simulation's heads that best matches the reference's, per
+    seed: ``M_sim[s, :, perm[s]]`` follows ``M_ref[s]``. Heads are matched on ``M`` at the final
+    time (``scipy.optimize.linear_sum_assignment`` maximising ``sum_h M_sim[perm h] . M_ref[h]``
+    over the directions), and the same matching is applied to the whole trajectory.
+
+    Args:
+        M_sim, M_ref: ``(seed, time, head, direction)``.
+
+    Returns:
+        ``(seed, head)`` integer array."""
+    from scipy.optimize import linear_sum_assignment
+
+    M_sim, M_ref = np.asarray(M_sim), np.asarray(M_ref)
+    out = np.empty(M_sim.shape[:1] + M_sim.shape[2:3], np.int64)
+    for s in range(M_sim.shape[0]):
+        a, b = np.nan_to_num(M_sim[s, -1]), np.nan_to_num(M_ref[s, -1])
+        rows, cols = linear_sum_assignment(-(b @ a.T))  # rows: reference heads, cols: simulation heads
+        out[s, rows] = cols
+    return out
+
+
+def permute_heads(ds: xr.Dataset, perm: np.ndarray) -> xr.Dataset:
+    """``ds`` (dims ``seed``, ``time``, ``head`` [, ``head_``]) with each seed's heads reordered by
+    ``perm`` ``(seed, head)``: ``M``, ``b`` along ``head``, ``Q`` along both head axes."""
+    out = ds.copy()
+    take = lambda x, axis: np.stack([np.take(x[s], perm[s], axis=axis - 1) for s in range(len(perm))])  # noqa: E731
+    for k in ("M", "b"):
+        if k in ds:
+            out[k] = (ds[k].dims, take(ds[k].values, ds[k].dims.index("head")), ds[k].attrs)
+    if "Q" in ds:
+        q = take(ds["Q"].values, ds["Q"].dims.index("head"))
+        out["Q"] = (ds["Q"].dims, take(q, ds["Q"].dims.index("head_")), ds["Q"].attrs)
+    return out
+
+
+def escape_time(M, time, fraction: float = 0.5, growth: float = 10.0) -> np.ndarray:
+    """The escape time of each run from the unspecialised saddle: the first recorded time at which
+    the heads' spread ``s(t) = max_f (max_h M[h, f] - min_h M[h, f])`` reaches ``fraction`` of its
+    final value, provided the spread grew at least ``growth``-fold over the run (``NaN``
+    otherwise: no escape within the run; and for one head).
+
+    Args:
+        M: ``(seed, time, head, direction)``; time: ``(time,)``.
+
+    Returns:
+        ``(seed,)``."""
+    M = np.asarray(M, np.float64)
+    out = np.full(M.shape[0], np.nan)
+    if M.shape[2] < 2:
+        return out
+    spread = np.nanmax(np.nanmax(M, axis=2) - np.nanmin(M, axis=2), axis=-1)  # (seed, time)
+    for s in range(M.shape[0]):
+        final = spread[s, -1]
+        if not np.isfinite(final) or final < growth * spread[s, 0]:
+            continue
+        out[s] = time[np.flatnonzero(spread[s] >= fraction * final)[0]]
+    return out
 
 
 def compare(
@@ -32,9 +98,13 @@ def compare(
     noise: bool = True,
     progress: bool = False,
 ) -> Comparison:
-    """Run both and measure the largest deviation of ``M``, ``diag Q`` and the error. ``config``
-    may be an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its
-    bank size."""
+    """Run both, match each seed's heads to its ODE's, and measure the largest deviation of the
+    seed means of ``M``, ``diag Q`` and the error (``max_dev_M``, ``max_dev_Q``,
+    ``max_dev_error``; ``max_dev_M_unmatched`` in SGD's own head order), and the escape times'
+    mean and spread over seeds (``escape_time_sim_mean``, ``..._std``,
+    ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped). ``config`` may be
+    an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its bank
+    size."""
     base = {f.name: getattr(config, f.name) for f in dataclasses.fields(SLMConfig)}
     ode_config = config if isinstance(config, SLMODEConfig) else SLMODEConfig(**base)
     if n_bank is not None:
@@ -43,6 +113,8 @@ def compare(
     grid = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
     p = train(sim_config, progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0)
     th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0, noise=0)
+    raw_M = p["M"].values
+    p = permute_heads(p, match_heads(raw_M, th["M"].values))
     sim_q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
     th_q = np.diagonal(th["Q"].values, axis1=-2, axis2=-1)
 
@@ -51,8 +123,10 @@ def compare(
 
     deviations = {
         "max_dev_M": dev(p["M"].values, th["M"].values),
+        "max_dev_M_unmatched": dev(raw_M, th["M"].values),  # the heads in SGD's own order
         "max_dev_Q": dev(sim_q, th_q),
         "max_dev_error": dev(p["error"].values, th["risk"].values),
+        **_escape_stats(p["M"].values, th["M"].values, p["time"].values),
         "ode_ok": bool(not th["diverged"].any()),
         "n_seeds": seeds,
         "t_max": float(p["time"].values[-1]),
@@ -60,37 +134,50 @@ def compare(
     return Comparison(p, th, deviations)
 
 
+def _escape_stats(M_sim, M_ode, time) -> dict:
+    out = {}
+    for name, M in (("sim", M_sim), ("theory", M_ode)):
+        t = escape_time(M, time)
+        ok = t[np.isfinite(t)]
+        out[f"escape_time_{name}_mean"] = float(ok.mean()) if ok.size else None
+        out[f"escape_time_{name}_std"] = float(ok.std(ddof=1)) if ok.size > 1 else None
+    return out
+
+
 def figure(c: Comparison, path: str | None = None):
-    """ODE lines (seed mean), simulation mean and spread as markers: ``M`` per head and
-    direction, ``diag Q`` per head, and the error."""
+    """ODE lines (seed mean), simulation mean and spread as markers, heads matched per seed: ``M``
+    per head, one panel per direction, then ``diag Q`` per head, and the error."""
     from jaxattn.plots import plt
 
     p, th = c.simulation, c.theory
     sol = {k: th[k].values for k in ("M", "Q", "risk")}
     t = p["time"].values
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     M = p["M"].values
-    for h in range(M.shape[2]):
-        for f in range(M.shape[3]):
-            col = colors[(h * M.shape[3] + f) % len(colors)]
-            axes[0].plot(t, sol["M"][:, :, h, f].mean(0), color=col, label=f"h{h} s{f} ODE")
-            axes[0].errorbar(t, M[:, :, h, f].mean(0), yerr=M[:, :, h, f].std(0), fmt="o", ms=3, color=col)
+    F = M.shape[3]
+    fig, axes = plt.subplots(1, F + 2, figsize=(4.2 * (F + 2), 3.8))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for f in range(F):
+        for h in range(M.shape[2]):
+            col = colors[h % len(colors)]
+            axes[f].plot(t, sol["M"][:, :, h, f].mean(0), color=col, label=f"head {h} ODE")
+            axes[f].errorbar(t, M[:, :, h, f].mean(0), yerr=M[:, :, h, f].std(0), fmt="o", ms=3, color=col)
     q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
     qt = np.diagonal(sol["Q"], axis1=-2, axis2=-1)
     for h in range(q.shape[2]):
-        axes[1].plot(t, qt[:, :, h].mean(0), color=colors[h], label=f"Q[{h},{h}] ODE")
-        axes[1].errorbar(t, q[:, :, h].mean(0), yerr=q[:, :, h].std(0), fmt="o", ms=3, color=colors[h])
-    axes[2].plot(t, sol["risk"].mean(0), color="k", label="R(M, Q, b) along the ODE")
+        axes[F].plot(t, qt[:, :, h].mean(0), color=colors[h], label=f"Q[{h},{h}] ODE")
+        axes[F].errorbar(t, q[:, :, h].mean(0), yerr=q[:, :, h].std(0), fmt="o", ms=3, color=colors[h])
+    axes[F + 1].plot(t, sol["risk"].mean(0), color="k", label="R(M, Q, b) along the ODE")
     e = p["error"].values
-    axes[2].errorbar(t, e.mean(0), yerr=e.std(0), fmt="o", ms=3, color="k", label="simulation")
-    for ax, name in zip(axes, ("M[h, f]", "Q[h, h]", "error")):
+    axes[F + 1].errorbar(t, e.mean(0), yerr=e.std(0), fmt="o", ms=3, color="k", label="simulation")
+    for ax, name in zip(axes, [f"M[h, {f}] (heads matched)" for f in range(F)] + ["Q[h, h]", "error"]):
         ax.set_xscale("symlog", linthresh=max(t[1], 1e-3))
         ax.set_xlim(0, t[-1])
         ax.set_xlabel("t = samples / D")
         ax.set_ylabel(name)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{p.attrs.get('activation', '')}: ODE (lines) vs online SGD (markers, mean +- sd over seeds)")
+    fig.suptitle(
+        f"{p.attrs.get('activation', '')}: ODE (lines) vs online SGD (markers, mean +- sd over seeds, heads matched per seed)"
+    )
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=120)
