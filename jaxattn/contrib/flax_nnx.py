@@ -38,9 +38,12 @@ def dot_product_attention(
     """Multi-head dot-product attention with a jaxattn activation.
 
     Args:
-        query: ``(..., Lq, H, d)``; key: ``(..., Lk, H, d)``; value: ``(..., Lk, H, dv)``.
+        query: ``(..., Lq, H, d)``.
+        key: ``(..., Lk, H, d)``.
+        value: ``(..., Lk, H, dv)``.
         head_bias: per-head logit bias ``(H,)`` (``None``: 0).
-        activation, aggregation: as in :func:`jaxattn.attention.attention_weights`.
+        activation: as in :func:`jaxattn.core.attention.attention_weights`.
+        aggregation: as in :func:`jaxattn.core.attention.attention_weights`.
         mask: boolean, broadcastable to ``(..., Lq, Lk)`` (True: the query may attend to the key),
             e.g. ``flax.nnx.make_causal_mask``'s ``(..., 1, Lq, Lk)`` with its head axis squeezed.
 

@@ -159,7 +159,8 @@ def attention_weights(
         bias: per-head bias ``b[h]`` (ignored by ``softmax`` and ``linear``); ``None`` means 0.
         activation: ``"softmax"``, ``"softmax1"``, ``"bayes_softmax"``, ``"linear"`` or a name
             added with :func:`register_activation`.
-        head_mask, pos_mask: boolean masks of real heads / positions (default: all real).
+        head_mask: boolean mask of real heads ``(H,)`` (default: all real).
+        pos_mask: boolean mask of real positions ``(L,)`` (default: all real).
         aggregation: ``"mean"`` or ``"sum"`` over heads; default per activation
             (``DEFAULT_AGGREGATION``).
 

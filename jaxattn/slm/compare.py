@@ -26,14 +26,15 @@ class Comparison(NamedTuple):
     deviations: dict  # largest |seed-mean simulation - seed-mean ODE| per observable, escape times
 
 
-def match_heads(M_sim, M_ref) -> np.ndarray:
+def match_heads(M_sim: np.ndarray, M_ref: np.ndarray) -> np.ndarray:
     """The permutation ``perm`` of the simulation's heads that best matches the reference's, per
     seed: ``M_sim[s, :, perm[s]]`` follows ``M_ref[s]``. Heads are matched on ``M`` at the final
     time (``scipy.optimize.linear_sum_assignment`` maximising ``sum_h M_sim[perm h] . M_ref[h]``
     over the directions), and the same matching is applied to the whole trajectory.
 
     Args:
-        M_sim, M_ref: ``(seed, time, head, direction)``.
+        M_sim: ``(seed, time, head, direction)``.
+        M_ref: ``(seed, time, head, direction)``.
 
     Returns:
         ``(seed, head)`` integer array."""
@@ -62,14 +63,15 @@ def permute_heads(ds: xr.Dataset, perm: np.ndarray) -> xr.Dataset:
     return out
 
 
-def escape_time(M, time, fraction: float = 0.5, growth: float = 10.0) -> np.ndarray:
+def escape_time(M: np.ndarray, time: np.ndarray, fraction: float = 0.5, growth: float = 10.0) -> np.ndarray:
     """The escape time of each run from the unspecialised saddle: the first recorded time at which
     the heads' spread ``s(t) = max_f (max_h M[h, f] - min_h M[h, f])`` reaches ``fraction`` of its
     final value, provided the spread grew at least ``growth``-fold over the run (``NaN``
     otherwise: no escape within the run; and for one head).
 
     Args:
-        M: ``(seed, time, head, direction)``; time: ``(time,)``.
+        M: ``(seed, time, head, direction)``.
+        time: ``(time,)``.
 
     Returns:
         ``(seed,)``."""
