@@ -21,6 +21,20 @@ def test_softmax_rows_sum_to_one_over_H():
     np.testing.assert_allclose(attention_weights(chi, 5 * b, "softmax"), s, rtol=1e-6)
 
 
+def test_softmax_matches_the_explicit_per_head_formula_with_padding():
+    """sigma[h, l] = exp(chi[h, l]) / sum_{l' real} exp(chi[h, l']) / H_real on real heads and
+    positions, 0 elsewhere (heads averaged), written out in float64 NumPy."""
+    chi, b = scores(seed=3, H=4, L=6)
+    hm, pm = prefix_mask(3, 4), prefix_mask(5, 6)
+    got = np.asarray(attention_weights(chi, b, "softmax", head_mask=hm, pos_mask=pm))
+    c = np.asarray(chi, np.float64)
+    want = np.zeros((4, 6))
+    for h in range(3):
+        e = np.exp(c[h, :5] - c[h, :5].max())
+        want[h, :5] = e / e.sum() / 3
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-9)
+
+
 def test_bayes_softmax_sums_to_one_over_heads_and_positions():
     chi, b = scores()
     s = attention_weights(chi, b, "bayes_softmax")

@@ -92,3 +92,31 @@ def test_softmax_keeps_a_floor_where_softmax1_and_bayes_softmax_do_not(x64):
     assert out["softmax"] > 1 / 3, out
     assert out["softmax1"] < 0.12 and out["softmax1"] < out["softmax"] / 3, out
     assert abs(out["bayes_softmax"] - br) < 0.015, (out, br)
+
+
+@pytest.mark.slow  # a 400k-draw reference bank and 8 banks' gradients, ~30 s
+def test_sobol_bank_drift_beats_monte_carlo_at_a_quarter_of_the_points(x64):
+    """The drift's ingredient, grad R(M, Q, b), against a 400k-draw reference: scrambled Sobol with
+    1024 score points errs less than plain Monte Carlo with 4096 (measured, mean over 4 banks of 6
+    random states: 0.0032 against 0.0047; the reference's own error is about 0.0004)."""
+    from jaxattn.slm import risk as R
+
+    prior = priors.onehot(2, 9.0)
+    L, H = 4, 2
+    ref = R.make_bank(prior, L, H, n=400_000, key=jax.random.key(99))
+    rng = np.random.default_rng(0)
+    states = []
+    for _ in range(6):
+        M = jnp.asarray(0.8 * rng.normal(size=(H, 2)))
+        A = jnp.asarray(0.5 * rng.normal(size=(H, H)))
+        states.append((M, M @ M.T + A @ A.T + 0.1 * jnp.eye(H), jnp.asarray(rng.normal(size=H))))
+    grad = jax.jit(jax.grad(lambda M, Q, b, bank: R.risk(M, Q, b, bank, "bayes_softmax"), argnums=(0, 1, 2)))
+
+    def error(bank):
+        flat = lambda g: np.concatenate([np.ravel(x) for x in g])  # noqa: E731
+        return max(np.abs(flat(grad(*s, bank)) - flat(grad(*s, ref))).max() for s in states)
+
+    sobol = np.mean([error(R.make_bank(prior, L, H, n=1024, method="sobol", key=jax.random.key(s))) for s in range(4)])
+    mc = np.mean([error(R.make_bank(prior, L, H, n=4096, method="mc", key=jax.random.key(s))) for s in range(4)])
+    assert sobol < mc, (sobol, mc)
+    assert R.make_bank(prior, L, H, n=1000, method="sobol").z.shape[0] == 1024 * 2  # 2^10 points x 2 nodes

@@ -114,12 +114,15 @@ class SLMODEConfig(SLMConfig):
     Attributes:
         n_bank: draws of the bank (:func:`jaxattn.slm.risk.make_bank`).
         bank_seed: seed of the bank.
+        bank_method: ``"mc"`` (Monte Carlo) or ``"sobol"`` (scrambled Sobol points: the same
+            drift accuracy with several times fewer points, ``tests/test_risk.py``).
         rtol, atol: tolerances of the adaptive Dopri5 solver.
         max_steps: solver steps before a solve is reported as failed.
     """
 
     n_bank: int = field(default=4000, metadata=_help("Monte Carlo draws of the ODE's expectations."))
     bank_seed: int = field(default=0, metadata=_help("Seed of the bank."))
+    bank_method: str = field(default="mc", metadata=_help("Bank of the expectations: mc or sobol."))
     rtol: float = field(default=1e-5, metadata=_help("Relative tolerance of the solver."))
     atol: float = field(default=1e-7, metadata=_help("Absolute tolerance of the solver."))
     max_steps: int = field(default=20000, metadata=_help("Solver steps before a solve counts as failed."))
@@ -128,6 +131,10 @@ class SLMODEConfig(SLMConfig):
         super().validate()
         checks.integer("n_bank", self.n_bank, 1)
         checks.integer("bank_seed", self.bank_seed, 0)
+        if checks.choice("bank_method", self.bank_method, ("mc", "sobol")) != self.bank_method:
+            return _replace(
+                self, bank_method=checks.choice("bank_method", self.bank_method, ("mc", "sobol"))
+            ).validate()
         checks.positive("rtol", self.rtol)
         checks.positive("atol", self.atol)
         checks.integer("max_steps", self.max_steps, 1)

@@ -270,7 +270,13 @@ class OrderParameterODE(Experiment):
     def setup(self, config: SLMODEConfig, values):
         H_max, L_max = max(values["H"]), max(values["L"])
         bank = make_bank(
-            config.prior, L_max, H_max, n=config.n_bank, key=jax.random.key(config.bank_seed), dtype=jnp.float64
+            config.prior,
+            L_max,
+            H_max,
+            n=config.n_bank,
+            key=jax.random.key(config.bank_seed),
+            method=config.bank_method,
+            dtype=jnp.float64,
         )
         directions, _ = directions_and_test_key(config)
         static = ODEStatic(
