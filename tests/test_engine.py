@@ -275,7 +275,8 @@ def test_kill_and_resume(name, tmp_path):
 
     subprocess.run(cmd + ["--out", killed], env=env, check=True, capture_output=True, timeout=600)
     events = [json.loads(line) for line in open(os.path.join(killed, "log.jsonl"))]
-    rerun = [e["chunk"] for e in events if e["pid"] == events[-1]["pid"]]
+    computed = [e for e in events if e.get("event") == "computed"]
+    rerun = [e["chunk"] for e in computed if e["pid"] == events[-1]["pid"]]
     finished_before = {int(p[1:7]) for p in survived}
     assert len(rerun) == len(set(rerun)) and sorted(rerun) == sorted(set(range(n_chunks)) - finished_before)
     _equal(engine.load(killed), engine.load(full))
