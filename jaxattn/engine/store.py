@@ -136,12 +136,15 @@ def failures(root: str) -> dict[int, str]:
     return out
 
 
-def failure_time(root: str, cid: int) -> float | None:
-    """When chunk ``cid`` last failed (``None``: it has not)."""
-    try:
-        return os.path.getmtime(chunk_path(root, cid, failed=True))
-    except FileNotFoundError:
-        return None
+def failure_times(root: str) -> dict[int, float]:
+    """When each failed chunk last failed (the modification times of its failure files)."""
+    out = {}
+    for p in glob.glob(os.path.join(root, "chunks", "c??????.failed.json")):
+        try:
+            out[int(os.path.basename(p)[1:7])] = os.path.getmtime(p)
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
@@ -170,18 +173,13 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     log = read_log(root)
     workers: dict[str, dict] = {}
     for e in log:
-        w = workers.setdefault(
-            e.get("worker", f"{e.get('host')}:{e['pid']}"),
-            {"host": e.get("host"), "pid": e["pid"], "computed": [], "claimed": [], "last_seen_seconds_ago": None},
-        )
+        w = workers.setdefault(e.get("worker", f"{e.get('host')}:{e['pid']}"), _worker(e.get("host"), e["pid"]))
         w["host"], w["pid"] = e.get("host"), e["pid"]
         w["last_seen_seconds_ago"] = round(now - e["time"], 1)
         if e.get("event", "computed") == "computed":
             w["computed"].append(e["chunk"])
     for cid, c in held.items():
-        w = workers.setdefault(
-            c.worker, {"host": c.host, "pid": c.pid, "computed": [], "claimed": [], "last_seen_seconds_ago": None}
-        )
+        w = workers.setdefault(c.worker, _worker(c.host, c.pid))
         w["claimed"].append(cid)
         age = round(c.age(now), 1)
         w["last_seen_seconds_ago"] = age if w["last_seen_seconds_ago"] is None else min(age, w["last_seen_seconds_ago"])
@@ -202,6 +200,10 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
         "seconds_per_chunk": seconds_per_chunk(root),
         "seconds_left": round(len(left) / rate, 1) if rate and left else (0.0 if not left else None),
     }
+
+
+def _worker(host, pid) -> dict:
+    return {"host": host, "pid": pid, "computed": [], "claimed": [], "last_seen_seconds_ago": None}
 
 
 def _recent_rate(times: list[float], n: int = 20) -> float | None:

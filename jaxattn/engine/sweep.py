@@ -227,23 +227,24 @@ def run_sweep(
     t0 = time.perf_counter()
     bar = _Bar(plan, len(order) - len(skipped), progress)
 
-    def failed_now(cid):  # failed in this round (by any worker): left for the next run to retry
-        f = store.failure_time(out, cid)
-        return f is not None and f >= t_start
-
     try:
         while max_chunks is None or len(computed) < max_chunks:
+            # one listing each of the chunks, the failures and the claims per chunk taken: the
+            # loop stays linear in the number of chunks, whatever the number of workers
             done = store.finished(out)
-            todo = [c for c in order if c not in done and c not in failed and not failed_now(c)]
+            failed_round = {c for c, t in store.failure_times(out).items() if t >= t_start}  # left for the next run
+            todo = [c for c in order if c not in done and c not in failed and c not in failed_round]
             if not todo:
                 break
+            held = claims.all_claims(out)
             claim = None
             for cid in todo:
-                claim = claims.acquire(out, cid, label)
-                if claim is None:
-                    held = claims.read(out, cid)
-                    if held is not None and claims.is_stale(held, claim_timeout, label, dead):
-                        claim = claims.take_over(out, held, label)
+                if cid in held:
+                    if not claims.is_stale(held[cid], claim_timeout, label, dead):
+                        continue
+                    claim = claims.take_over(out, held[cid], label)
+                else:
+                    claim = claims.acquire(out, cid, label)
                 if claim is not None:
                     if os.path.exists(store.chunk_path(out, cid)):  # finished while we looked
                         claims.release(out, claim)
