@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from jaxattn.engine.files import HOST, exclusive_link, pid_alive, tmp_name
+from jaxattn.engine.files import HOST, create_exclusive, exclusive_link, pid_alive
 
 DEFAULT_TIMEOUT = 300.0  # seconds without a heartbeat after which a claim is stale
 
@@ -78,15 +78,9 @@ def acquire(root: str, cid: int, worker: str) -> Claim | None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     now = time.time()
     token = secrets.token_hex(8)
-    tmp = tmp_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({"chunk": cid, "host": HOST, "pid": os.getpid(), "worker": worker, "token": token, "time": now}, f)
-    try:
-        exclusive_link(tmp, path)
-    except FileExistsError:
+    text = json.dumps({"chunk": cid, "host": HOST, "pid": os.getpid(), "worker": worker, "token": token, "time": now})
+    if not create_exclusive(path, text):
         return None
-    finally:
-        os.remove(tmp)
     return Claim(cid, HOST, os.getpid(), worker, token, now, os.path.getmtime(path))
 
 

@@ -27,6 +27,21 @@ def atomic_write(path: str, write) -> None:
             os.remove(tmp)
 
 
+def create_exclusive(path: str, text: str) -> bool:
+    """Write ``text`` to ``path`` whole, unless ``path`` exists (of writers racing, exactly one
+    wins: :func:`exclusive_link`); returns whether this one did."""
+    tmp = tmp_name(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    try:
+        exclusive_link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.remove(tmp)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` of this host is running."""
     try:

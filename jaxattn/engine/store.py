@@ -176,7 +176,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
         w = workers.setdefault(e.get("worker", f"{e.get('host')}:{e['pid']}"), _worker(e.get("host"), e["pid"]))
         w["host"], w["pid"] = e.get("host"), e["pid"]
         w["last_seen_seconds_ago"] = round(now - e["time"], 1)
-        if e.get("event", "computed") == "computed":
+        if _is_computed(e):
             w["computed"].append(e["chunk"])
     for cid, c in held.items():
         w = workers.setdefault(c.worker, _worker(c.host, c.pid))
@@ -184,7 +184,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
         age = round(c.age(now), 1)
         w["last_seen_seconds_ago"] = age if w["last_seen_seconds_ago"] is None else min(age, w["last_seen_seconds_ago"])
     left = [c for c in ids if c not in done and c not in failed]
-    rate = _recent_rate([e["time"] for e in log if e.get("event", "computed") == "computed"])
+    rate = _recent_rate([e["time"] for e in _computed(log)])
     return {
         "model": man["experiment"],
         "n_points": sum(len(c["points"]) for c in man["chunks"]),
@@ -197,7 +197,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
         "workers": workers,
         "diverged": diverged,
         "version": man.get("version"),
-        "seconds_per_chunk": seconds_per_chunk(root),
+        "seconds_per_chunk": seconds_per_chunk(root, log),
         "seconds_left": round(len(left) / rate, 1) if rate and left else (0.0 if not left else None),
     }
 
@@ -212,12 +212,20 @@ def _recent_rate(times: list[float], n: int = 20) -> float | None:
     return (len(ts) - 1) / (ts[-1] - ts[0]) if len(ts) >= 2 and ts[-1] > ts[0] else None
 
 
-def seconds_per_chunk(root: str) -> float | None:
-    """Mean time between consecutive chunks of one process, from the log (``None`` if unknown)."""
+def _is_computed(event: dict) -> bool:
+    return event.get("event", "computed") == "computed"  # logs before worker events had no "event"
+
+
+def _computed(log: list[dict]) -> list[dict]:
+    return [e for e in log if _is_computed(e)]
+
+
+def seconds_per_chunk(root: str, log: list[dict] | None = None) -> float | None:
+    """Mean time between consecutive chunks of one process, from the log (``None`` if unknown;
+    ``log``: the log already read)."""
     by_proc: dict[tuple, list[float]] = {}
-    for e in read_log(root):
-        if e.get("event", "computed") == "computed":
-            by_proc.setdefault((e.get("host"), e["pid"]), []).append(e["time"])
+    for e in _computed(read_log(root) if log is None else log):
+        by_proc.setdefault((e.get("host"), e["pid"]), []).append(e["time"])
     gaps = [b - a for ts in by_proc.values() for a, b in zip(ts, ts[1:])]
     return float(np.mean(gaps)) if gaps else None
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import jax
 
 from jaxattn.engine import claims, provenance, store
-from jaxattn.engine.files import HOST, exclusive_link, tmp_name
+from jaxattn.engine.files import HOST, create_exclusive
 from jaxattn.engine.run import Plan, _Bar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs, make_plan
 from jaxattn.engine.sweepfile import Sweep
 
@@ -60,20 +60,6 @@ def _groups(plan: Plan, chunks: list[list[tuple]]) -> int:
     return -(-max(counts.values()) // plan.group)
 
 
-def _create_exclusive(path: str, text: str) -> bool:
-    """Write ``text`` to ``path`` unless it exists (atomic: of writers racing, one wins)."""
-    tmp = tmp_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    try:
-        exclusive_link(tmp, path)
-        return True
-    except FileExistsError:
-        return False
-    finally:
-        os.remove(tmp)
-
-
 def open_store(
     sweep: Sweep,
     plan: Plan,
@@ -110,7 +96,7 @@ def open_store(
             "attrs": dataset_attrs(plan),
             "chunks": [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks)],
         }
-        if _create_exclusive(os.path.join(out, "sweep.toml"), sweep.text):
+        if create_exclusive(os.path.join(out, "sweep.toml"), sweep.text):
             store.write_json(os.path.join(out, "manifest.json"), man)
         else:  # another process created the store first: use its plan
             deadline = time.time() + 60
