@@ -32,3 +32,50 @@ def test_public_name_has_a_docstring(name):
         assert mods, f"{name}: no defining module found"
         assert any(re.search(rf"``{name}``\s+\w+", m.__doc__) for m in mods), \
             f"{name}: not described in the docstring of {[m.__name__ for m in mods]}"
+
+
+def _public_definitions():
+    """Every public (no leading underscore) function and class defined in a jaxattn module, bar the
+    command line (click commands: their docstrings are the ``--help`` text)."""
+    import importlib
+    import pkgutil
+
+    seen = {}
+    for info in pkgutil.walk_packages(jaxattn.__path__, "jaxattn."):
+        if info.name.startswith("jaxattn.cli") or info.name.endswith(".cli"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != info.name:
+                continue
+            if inspect.isfunction(obj) or inspect.isclass(obj):
+                seen[f"{info.name}.{name}"] = obj
+    return seen
+
+
+_PUBLIC = _public_definitions()
+
+
+def _missing_sections(obj) -> list[str]:
+    doc = inspect.getdoc(obj) or ""
+    if inspect.isclass(obj):
+        if issubclass(obj, BaseException):
+            return []
+        return [] if ("Attributes:" in doc or "Args:" in doc) else ["Attributes"]
+    sig = inspect.signature(obj)
+    need = []
+    if sig.parameters and "Args:" not in doc:
+        need.append("Args")
+    returns_none = sig.return_annotation in (None, "None")
+    if not returns_none and "Returns:" not in doc and "Yields:" not in doc:
+        need.append("Returns")
+    return need
+
+
+@pytest.mark.parametrize("qualname", sorted(_PUBLIC))
+def test_public_definition_documents_args_and_returns(qualname):
+    """Google-style ``Args:`` and ``Returns:`` (``Attributes:`` for classes), which mkdocstrings
+    renders; ``mkdocs build --strict`` then fails on an argument documented but not in the
+    signature."""
+    missing = _missing_sections(_PUBLIC[qualname])
+    assert not missing, f"{qualname}: docstring lacks {missing}"
