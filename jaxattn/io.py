@@ -16,7 +16,15 @@ ENGINE = "netcdf4"
 
 
 def save(ds: xr.Dataset, path: str | os.PathLike) -> str:
-    """Write ``ds`` to a netCDF file (``netcdf4`` engine); returns the path."""
+    """Write ``ds`` to a netCDF file (``netcdf4`` engine); returns the path.
+
+    Args:
+        ds: The dataset to write.
+        path: The file to write (its folder is created if missing).
+
+    Returns:
+        ``path`` as a ``str``.
+    """
     path = os.fspath(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     ds.to_netcdf(path, engine=ENGINE)
@@ -25,7 +33,17 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> str:
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a dataset written by :func:`save` fully into memory; a folder is read as a sweep
-    store (:func:`jaxattn.engine.load`: one dataset over the whole grid)."""
+    store (:func:`jaxattn.engine.load`: one dataset over the whole grid).
+
+    Args:
+        path: A netCDF file written by :func:`save`, or a sweep store's folder.
+
+    Returns:
+        The dataset, loaded into memory.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+    """
     path = os.fspath(path)
     if os.path.isdir(path):
         from jaxattn.engine import load as load_store
@@ -38,5 +56,12 @@ def load(path: str | os.PathLike) -> xr.Dataset:
 
 
 def config_of(ds: xr.Dataset) -> dict:
-    """The configuration a dataset was made with (a dict of JSON values)."""
+    """The configuration a dataset was made with (a dict of JSON values).
+
+    Args:
+        ds: A dataset made by jaxattn (its ``config`` attribute holds JSON text).
+
+    Returns:
+        The parsed ``ds.attrs["config"]``.
+    """
     return json.loads(ds.attrs["config"])

@@ -9,18 +9,33 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 __all__ = ["plt", "sweep_quicklook"]
 
 
-def sweep_quicklook(ds: xr.Dataset, var: str, x: str, hue: str | None = None):
+def sweep_quicklook(ds: xr.Dataset, var: str, x: str, hue: str | None = None) -> Figure:
     """``var`` against the grid dimension ``x``, one line per value of ``hue``: the last recorded
-    time, every other dimension averaged (NaN, e.g. diverged or unfinished points, skipped)."""
+    time, every other dimension averaged (NaN, e.g. diverged or unfinished points, skipped).
+
+    Args:
+        ds: A sweep's dataset.
+        var: The variable to plot.
+        x: The dimension of ``var`` on the horizontal axis (log-scaled when all positive and
+            spanning more than 1.5 decades).
+        hue: A dimension of ``var`` drawn as one line per value; ``None`` for a single line.
+
+    Returns:
+        The ``matplotlib.figure.Figure``.
+
+    Raises:
+        ValueError: If ``var`` is not in ``ds``, or ``x`` or ``hue`` is not a dimension of it.
+    """
     if var not in ds:
-        raise ValueError(f"var: {var!r} is not in the dataset (have {', '.join(ds.data_vars)})")
+        raise ValueError(f"var: {var!r} is not in the dataset (have {', '.join(map(str, ds.data_vars))})")
     for name, dim in (("x", x), ("hue", hue)):
         if dim is not None and dim not in ds[var].dims:
-            raise ValueError(f"{name}: {dim!r} is not a dimension of {var} (have {', '.join(ds[var].dims)})")
+            raise ValueError(f"{name}: {dim!r} is not a dimension of {var} (have {', '.join(map(str, ds[var].dims))})")
     da = ds[var].astype(float)
     if "time" in da.dims and "time" not in (x, hue):
         da = da.isel(time=-1)

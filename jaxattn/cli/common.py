@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import click
 
@@ -16,7 +18,7 @@ class Choice(click.Choice):
     """A choice that also accepts hyphens for underscores (``bayes-softmax``); ``options`` may be a
     callable, evaluated when the choices are first needed (activations registered by plugins)."""
 
-    def __init__(self, options, case_sensitive: bool = True):
+    def __init__(self, options: Iterable[str] | Callable[[], Iterable[str]], case_sensitive: bool = True):
         self._options = options
         super().__init__(list(options() if callable(options) else options), case_sensitive)
 
@@ -95,7 +97,7 @@ def config_options(config_type: type, *, skip=(), choices: dict | None = None, d
                 continue
             name = cli if isinstance(cli, str) else flag(spec.name)
             default = defaults.get(spec.name, spec.default)
-            kw = dict(default=default, help=spec.help, show_default=default is not None)
+            kw: dict[str, Any] = dict(default=default, help=spec.help, show_default=default is not None)
             if spec.kind == "bool":
                 fn = click.option(f"{name}/--no-{name[2:]}", spec.name, **kw)(fn)
                 continue

@@ -3,9 +3,9 @@
 :class:`MultiHeadAttention` is a drop-in multi-head attention layer (same parameter layout as
 ``flax.nnx.MultiHeadAttention``: ``query``/``key``/``value`` kernels ``(in, H, head_dim)``, ``out``
 kernel ``(H, head_dim, out)``) whose attention weights come from
-:func:`jaxattn.attention.attention_weights`, so any of the project's activations (``softmax``,
+:func:`jaxattn.core.attention.attention_weights`, so any of the project's activations (``softmax``,
 ``softmax1``, ``bayes_softmax``, ``linear``, or one added with
-:func:`jaxattn.attention.register_activation`) can be put into a flax transformer. Each head also
+:func:`jaxattn.core.attention.register_activation`) can be put into a flax transformer. Each head also
 has a learned logit bias ``b[h]`` (used by ``softmax1`` and ``bayes_softmax``, Spec A section 2).
 
 For query position ``i`` the scores are ``chi[h, l] = q_h(i) . k_h(l) / sqrt(head_dim)``, the
@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.typing import DTypeLike
 
 from jaxattn.core.attention import attention_weights, check_activation
 
@@ -78,8 +79,21 @@ class MultiHeadAttention(nnx.Module):
             registered name.
         aggregation: ``"mean"`` or ``"sum"`` over heads (default: the activation's own); with
             ``"mean"`` every head's weights are divided by ``H``.
+        in_kv_features: input width of keys and values (default ``in_features``).
         use_bias: biases in the four projections (the per-head logit bias is always there).
+        param_dtype: dtype of the parameters (default ``float32``).
         rngs: ``flax.nnx.Rngs`` for the initialisation.
+
+    Attributes:
+        activation: the activation name, as given.
+        aggregation: the head aggregation used, ``"mean"`` or ``"sum"``.
+        num_heads: ``H``.
+        head_dim: ``qkv_features // H``.
+        query: ``nnx.LinearGeneral``, kernel ``(in_features, H, head_dim)``.
+        key: ``nnx.LinearGeneral``, kernel ``(in_kv_features, H, head_dim)``.
+        value: ``nnx.LinearGeneral``, kernel ``(in_kv_features, H, head_dim)``.
+        out: ``nnx.LinearGeneral``, kernel ``(H, head_dim, out_features)``.
+        head_bias: ``nnx.Param``, the per-head logit bias ``b[h]`` ``(H,)``, initialised to 0.
 
     Call: ``layer(inputs_q, inputs_kv=None, mask=None)`` with ``inputs_q`` of shape
     ``(..., Lq, in_features)`` returns ``(..., Lq, out_features)``; ``mask`` is boolean,
@@ -97,7 +111,7 @@ class MultiHeadAttention(nnx.Module):
         aggregation: str | None = None,
         in_kv_features: int | None = None,
         use_bias: bool = True,
-        param_dtype=jnp.float32,
+        param_dtype: DTypeLike = jnp.float32,
         rngs: nnx.Rngs,
     ):
         self.aggregation = check_activation(activation, aggregation)
@@ -136,6 +150,18 @@ class MultiHeadAttention(nnx.Module):
         mask: jax.Array | None = None,
         causal: bool = False,
     ) -> jax.Array:
+        """Attend from ``inputs_q`` to ``inputs_kv``.
+
+        Args:
+            inputs_q: queries' input ``(..., Lq, in_features)``.
+            inputs_kv: keys' and values' input ``(..., Lk, in_kv_features)`` (default
+                ``inputs_q``).
+            mask: boolean, broadcastable to ``(..., Lq, Lk)`` (True: the query may attend).
+            causal: also mask key positions after the query's (``tril`` of ``(Lq, Lk)``).
+
+        Returns:
+            ``(..., Lq, out_features)``.
+        """
         inputs_kv = inputs_q if inputs_kv is None else inputs_kv
         q, k, v = self.query(inputs_q), self.key(inputs_kv), self.value(inputs_kv)
         if causal:

@@ -26,15 +26,16 @@ gives ``S/N``, i.e. ``min_W U``: the MAP objective that Adam minimises.
 
 Every function here follows the dtype of its inputs; the theory is meant to run in float64
 (wrap calls in ``with jax.enable_x64(True):`` and pass float64 arrays, as the public helpers of
-:mod:`jaxattn.theory.copy_phase` do).
+:mod:`jaxattn.copyhead.softmax` do).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 from jaxtyping import Array, Float
 
 from jaxattn.copyhead import network as cm
@@ -48,6 +49,16 @@ class CopyHyper(NamedTuple):
     ``L`` and ``V`` may be non-integer inside the reduced theory (the critical point is located
     in real ``L``). ``n_pos`` is the number of loss positions (``L`` cyclic, ``L - 1`` not),
     ``g`` the factor in ``G = g A`` of linear attention (``L`` or 1), ``N`` may be ``inf``.
+
+    Attributes:
+        L: sequence length, scalar.
+        V: vocabulary size, scalar.
+        beta: weight of the data term, scalar.
+        omega: prior variance of ``W``, scalar.
+        sigma_G2: prior variance of ``G``, scalar.
+        N: inverse temperature (``inf`` allowed), scalar.
+        n_pos: number of loss positions, scalar.
+        g: factor in ``G = g A`` of linear attention, scalar.
     """
 
     L: Float[Array, ""]
@@ -60,8 +71,17 @@ class CopyHyper(NamedTuple):
     g: Float[Array, ""]
 
 
-def hyper(arch: cm.CopyArch, N: float = 1.0, dtype=None) -> CopyHyper:
-    """:class:`CopyHyper` of a :class:`~jaxattn.models.copy.CopyArch` at inverse temperature ``N``."""
+def hyper(arch: cm.CopyArch, N: float = 1.0, dtype: DTypeLike | None = None) -> CopyHyper:
+    """:class:`CopyHyper` of a :class:`~jaxattn.copyhead.network.CopyArch` at inverse temperature ``N``.
+
+    Args:
+        arch: the network (validated here).
+        N: inverse temperature (``inf`` allowed; checked by :func:`check_N`).
+        dtype: dtype of the numbers; default ``jnp.result_type(float)``.
+
+    Returns:
+        Named tuple :class:`CopyHyper` of scalar arrays of ``dtype``.
+    """
     arch.validate()
     N = check_N(N)
     g = float(arch.L) if (arch.attention == "linear" and arch.linear_norm == "L") else 1.0
@@ -71,7 +91,14 @@ def hyper(arch: cm.CopyArch, N: float = 1.0, dtype=None) -> CopyHyper:
 
 
 class ActionStats(NamedTuple):
-    """The four data-averaged statistics of ``A`` (sums over the loss rows), Spec B (B.3b)."""
+    """The four data-averaged statistics of ``A`` (sums over the loss rows), Spec B (B.3b).
+
+    Attributes:
+        s: ``sum_l A_{l,l-1}``, shape (*b).
+        q: ``|A|_F^2``, shape (*b).
+        u: ``1^T A 1``, shape (*b).
+        n: ``|A 1|^2``, shape (*b).
+    """
 
     s: Float[Array, "*b"]  # sum_l A_{l,l-1}
     q: Float[Array, "*b"]  # |A|_F^2
@@ -86,7 +113,16 @@ def _weights(N):
 
 
 def attention_stats(A: Float[Array, "L L"], cyclic: bool = True) -> ActionStats:
-    """``(s, q, u, n)`` of one attention matrix over its loss rows (all rows, or all but 0)."""
+    """``(s, q, u, n)`` of one attention matrix over its loss rows (all rows, or all but 0);
+    Spec B, section 3.
+
+    Args:
+        A: attention matrix, shape (L, L).
+        cyclic: cyclic boundary (all rows are loss rows) or not (row 0 is dropped).
+
+    Returns:
+        Named tuple :class:`ActionStats` of scalars.
+    """
     L = A.shape[0]
     Am = A * task.loss_positions(L, cyclic)[:, None].astype(A.dtype)
     rows = jnp.sum(Am, axis=1)
@@ -98,7 +134,17 @@ def attention_stats(A: Float[Array, "L L"], cyclic: bool = True) -> ActionStats:
 def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N: float = 1.0) -> Float[Array, ""]:
     """``S(G)`` of (B.3a) for the data set ``st`` (``-ln`` of the marginal posterior of ``G`` up to a
     constant): Cholesky of ``M = I/omega + kappa C``, ``tr(B^T M^{-1} B) = |chol(M)^{-1} B|^2`` and
-    ``ln det(I + kappa omega C) = V ln omega + ln det M``. Jit- and grad-able in ``G``."""
+    ``ln det(I + kappa omega C) = V ln omega + ln det M``. Jit- and grad-able in ``G``.
+
+    Args:
+        G: attention logits, shape (L, L).
+        st: the data set (:class:`~jaxattn.copyhead.network.CopyStats`).
+        arch: the network.
+        N: inverse temperature (``inf``: ``S / N``, without the Occam term).
+
+    Returns:
+        The action ``S(G)``, scalar.
+    """
     A = cm.attention(G, arch)
     C, B = cm.moments(A, st.K.astype(A.dtype), arch)
     V = arch.V
@@ -115,7 +161,17 @@ def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N:
 
 def reduced_action(st: ActionStats, G2: Float[Array, "*b"], P: Float[Array, "*b"], h: CopyHyper) -> Float[Array, "*b"]:
     """(B.3b): the data-averaged action from ``(s, q, u, n)``, the prior norm ``G2 = |G|^2`` and
-    the number of sequences ``P`` (broadcasts over all three)."""
+    the number of sequences ``P`` (broadcasts over all three).
+
+    Args:
+        st: statistics ``(s, q, u, n)`` of ``A``, shape (*b) each.
+        G2: prior norm ``|G|^2``, shape (*b).
+        P: number of training sequences, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        The action ``S``, shape (*b) (the broadcast shape).
+    """
     s, q, u, n = st
     V, om = h.V, h.omega
     kP = h.beta / h.L * P
@@ -132,7 +188,17 @@ def reduced_action(st: ActionStats, G2: Float[Array, "*b"], P: Float[Array, "*b"
 def reduced_action_of_G(
     G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.CopyArch, N: float = 1.0
 ) -> Float[Array, ""]:
-    """(B.3b) evaluated at an arbitrary logit matrix ``G`` (its attention's statistics, ``|G|^2``)."""
+    """(B.3b) evaluated at an arbitrary logit matrix ``G`` (its attention's statistics, ``|G|^2``).
+
+    Args:
+        G: attention logits, shape (L, L).
+        P: number of training sequences, scalar.
+        arch: the network.
+        N: inverse temperature (may be traced).
+
+    Returns:
+        The reduced action, scalar.
+    """
     st = attention_stats(cm.attention(G, arch), arch.cyclic)
     h = hyper(arch, 1.0, G.dtype)._replace(N=jnp.asarray(N, G.dtype))  # N may be traced
     return reduced_action(st, jnp.sum(G**2), P, h)
@@ -141,8 +207,17 @@ def reduced_action_of_G(
 # --- the order-parameter ansatz ------------------------------------------------------------------
 
 
-def prev_weight_softmax(c: Float[Array, "*b"], L) -> Float[Array, "*b"]:
-    """``a = e^c / (e^c + L - 1)``: the weight on the previous token at copy strength ``c``."""
+def prev_weight_softmax(c: Float[Array, "*b"], L: float | Array) -> Float[Array, "*b"]:
+    """``a = e^c / (e^c + L - 1)``: the weight on the previous token at copy strength ``c``
+    (Spec B, section 3, "Order parameters").
+
+    Args:
+        c: copy strength ``c_G``, shape (*b).
+        L: sequence length (number or scalar array).
+
+    Returns:
+        The previous-token weight ``a``, shape (*b).
+    """
     return 1.0 / (1.0 + (L - 1) * jnp.exp(-c))
 
 
@@ -150,7 +225,16 @@ def softmax_stats(c: Float[Array, "*b"], h: CopyHyper) -> tuple[ActionStats, Flo
     """Statistics and ``|G|^2`` of ``G = c (S - 11^T / L)`` on the loss rows: every row is a
     softmax of a one-hot logit vector, ``A_{l,l-1} = a``, the others ``(1-a)/(L-1)``; rows sum to
     1 (``u = n = n_pos``); the row-mean gauge ``c_1 = -c/L`` minimises the prior,
-    ``|G|^2 = n_pos c^2 (L-1)/L`` (``c^2 (L-1)`` when cyclic)."""
+    ``|G|^2 = n_pos c^2 (L-1)/L`` (``c^2 (L-1)`` when cyclic). Spec B, section 3,
+    "Order parameters".
+
+    Args:
+        c: copy strength ``c_G``, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        ``(stats, G2)``: :class:`ActionStats` and ``|G|^2``, each of shape (*b).
+    """
     a = prev_weight_softmax(c, h.L)
     npos = h.n_pos
     st = ActionStats(npos * a, npos * (a**2 + (1 - a) ** 2 / (h.L - 1)), npos + 0 * c, npos + 0 * c)
@@ -158,13 +242,32 @@ def softmax_stats(c: Float[Array, "*b"], h: CopyHyper) -> tuple[ActionStats, Flo
 
 
 def softmax_action(c: Float[Array, "*b"], P: Float[Array, "*b"], h: CopyHyper) -> Float[Array, "*b"]:
-    """``S(c_G)``: (B.3b) on the softmax ansatz (:func:`softmax_stats`)."""
+    """``S(c_G)``: (B.3b) on the softmax ansatz (:func:`softmax_stats`).
+
+    Args:
+        c: copy strength ``c_G``, shape (*b).
+        P: number of training sequences, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        The action, shape (*b) (the broadcast shape).
+    """
     st, G2 = softmax_stats(c, h)
     return reduced_action(st, G2, P, h)
 
 
 def softmax_logits(c: Float[Array, ""], L: int, cyclic: bool = True) -> Float[Array, "L L"]:
-    """``G = c S - (c / L) 11^T`` on the loss rows (zero on a non-loss row 0)."""
+    """``G = c S - (c / L) 11^T`` on the loss rows (zero on a non-loss row 0): the softmax
+    ansatz of Spec B, section 3, "Order parameters".
+
+    Args:
+        c: copy strength ``c_G``, scalar.
+        L: sequence length.
+        cyclic: cyclic boundary, or row 0 is not a loss row.
+
+    Returns:
+        The logits ``G``, shape (L, L).
+    """
     S = task.shift_matrix(L, cyclic, jnp.result_type(c))
     mask = task.loss_positions(L, cyclic)[:, None]
     return jnp.where(mask, c * (S - 1.0 / L), 0.0)
@@ -174,7 +277,17 @@ def linear_stats(
     a1: Float[Array, "*b"], aG: Float[Array, "*b"], h: CopyHyper
 ) -> tuple[ActionStats, Float[Array, "*b"]]:
     """Statistics and ``|G|^2 = g^2 q`` of ``A = a_1 11^T / L + a_G S`` on the loss rows (each row:
-    ``a_1 / L`` everywhere plus ``a_G`` on the previous position)."""
+    ``a_1 / L`` everywhere plus ``a_G`` on the previous position). Spec B, section 3,
+    "Order parameters".
+
+    Args:
+        a1: uniform-pooling strength ``a_1``, shape (*b).
+        aG: copy strength ``a_G``, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        ``(stats, G2)``: :class:`ActionStats` and ``|G|^2``, each of shape (*b).
+    """
     npos, L = h.n_pos, h.L
     r = a1 + aG
     q = npos * (a1**2 / L + 2 * a1 * aG / L + aG**2)
@@ -185,13 +298,34 @@ def linear_stats(
 def linear_action(
     a1: Float[Array, "*b"], aG: Float[Array, "*b"], P: Float[Array, "*b"], h: CopyHyper
 ) -> Float[Array, "*b"]:
-    """``S(a_1, a_G)``: (B.3b) on the linear ansatz (:func:`linear_stats`)."""
+    """``S(a_1, a_G)``: (B.3b) on the linear ansatz (:func:`linear_stats`).
+
+    Args:
+        a1: uniform-pooling strength ``a_1``, shape (*b).
+        aG: copy strength ``a_G``, shape (*b).
+        P: number of training sequences, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        The action, shape (*b) (the broadcast shape).
+    """
     st, G2 = linear_stats(a1, aG, h)
     return reduced_action(st, G2, P, h)
 
 
-def linear_attention_matrix(a1, aG, L: int, cyclic: bool = True) -> Float[Array, "L L"]:
-    """``A = a_1 11^T / L + a_G S`` on the loss rows (zero on a non-loss row 0)."""
+def linear_attention_matrix(a1: float | Array, aG: float | Array, L: int, cyclic: bool = True) -> Float[Array, "L L"]:
+    """``A = a_1 11^T / L + a_G S`` on the loss rows (zero on a non-loss row 0): the linear
+    ansatz of Spec B, section 3, "Order parameters".
+
+    Args:
+        a1: uniform-pooling strength ``a_1``, scalar.
+        aG: copy strength ``a_G``, scalar.
+        L: sequence length.
+        cyclic: cyclic boundary, or row 0 is not a loss row.
+
+    Returns:
+        The attention matrix ``A``, shape (L, L).
+    """
     dt = jnp.result_type(a1, aG, float)
     A = a1 / L + aG * task.shift_matrix(L, cyclic, dt)
     return jnp.where(task.loss_positions(L, cyclic)[:, None], A, 0.0)
@@ -208,7 +342,17 @@ def test_error(st: ActionStats, P: Float[Array, "*b"], h: CopyHyper) -> Float[Ar
 
         n_pos err = ((V-1)/V)(w_perp^2 q - 2 w_perp s) + (w_1^2 n - 2 w_1 u)/V + n_pos.
 
-    The ``O(V / (P L))`` excess from estimating ``W`` on a finite sample is left out."""
+    The ``O(V / (P L))`` excess from estimating ``W`` on a finite sample is left out (Spec B,
+    section 3, "Predicted test error").
+
+    Args:
+        st: statistics ``(s, q, u, n)`` of ``A``, shape (*b) each.
+        P: number of training sequences, shape (*b).
+        h: hyper-parameters.
+
+    Returns:
+        The test error per loss position, shape (*b) (the broadcast shape).
+    """
     s, q, u, n = st
     V = h.V
     kP = h.beta / h.L * P
@@ -217,8 +361,18 @@ def test_error(st: ActionStats, P: Float[Array, "*b"], h: CopyHyper) -> Float[Ar
     return ((V - 1) / V * (wp**2 * q - 2 * wp * s) + (w1**2 * n - 2 * w1 * u) / V + h.n_pos) / h.n_pos
 
 
-def check_N(N) -> float:
-    """``N`` as a float (``inf`` allowed), ``ValueError`` naming it otherwise."""
+def check_N(N: Any) -> float:
+    """``N`` as a float (``inf`` allowed), ``ValueError`` naming it otherwise.
+
+    Args:
+        N: inverse temperature, anything ``float`` accepts.
+
+    Returns:
+        ``float(N)``, positive (``inf`` allowed).
+
+    Raises:
+        ValueError: if ``N`` is not a number, not positive, or NaN.
+    """
     try:
         x = float(N)
     except (TypeError, ValueError) as err:
@@ -228,6 +382,16 @@ def check_N(N) -> float:
     return x
 
 
-def check_P(P) -> np.ndarray:
-    """``P`` as a non-empty 1-D array of positive numbers."""
+def check_P(P: Any) -> np.ndarray:
+    """``P`` as a non-empty 1-D array of positive numbers.
+
+    Args:
+        P: a positive number or a 1-D sequence of them.
+
+    Returns:
+        Float array of ``P``, shape (nP,).
+
+    Raises:
+        ValueError: if ``P`` is empty, not 1-D, or has an entry that is not a positive number.
+    """
     return np.asarray(checks.positive_list("P", P), float)

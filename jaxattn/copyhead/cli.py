@@ -9,6 +9,8 @@ configs (:mod:`jaxattn.copyhead.config`) with their defaults; every command acce
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import click
 import numpy as np
@@ -21,7 +23,7 @@ HEADLINE = ("prev_weight", "a1", "aG", "U", "train_error", "test_error")
 CHOICES = {"attention": ATTENTIONS, "linear_norm": LINEAR_NORMS}
 
 
-def _scalar_or_list(x, cast=float):
+def _scalar_or_list(x, cast: Callable[[Any], Any] = float):
     vals = [cast(v) for v in np.asarray(x).ravel()]
     return vals[0] if len(vals) == 1 else vals
 

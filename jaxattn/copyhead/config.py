@@ -10,10 +10,12 @@ line and sweep files read them through :mod:`jaxattn.engine.config`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 from jaxattn.copyhead import network as cm
 from jaxattn.core import checks
@@ -30,6 +32,7 @@ class CopyData(cm.CopyArch):
 
     Attributes:
         n_test: fresh test sequences (drawn from ``test_seed``, shared by the grid).
+        test_seed: seed of the test sequences.
         copy_strength: ``c`` of the copy-biased start ``G_0 = c S`` (default: ``ln L + 2`` for
             softmax, previous-token weight near 0.8 at ``L = 32``; ``A = S`` for linear).
         basin_threshold: previous-token weight above which a run is in the copy basin (default
@@ -46,6 +49,7 @@ class CopyData(cm.CopyArch):
 
     @property
     def c_copy(self) -> float:
+        """``copy_strength``, or its default (``ln L + 2`` softmax; ``L`` or 1 linear: ``A = S``)."""
         if self.copy_strength is not None:
             return float(self.copy_strength)
         if self.attention == "softmax":
@@ -54,6 +58,7 @@ class CopyData(cm.CopyArch):
 
     @property
     def threshold(self) -> float:
+        """``basin_threshold``, or its default ``(ln L)^{1/4} / L^{3/4}``."""
         if self.basin_threshold is not None:
             return float(self.basin_threshold)
         return math.log(self.L) ** 0.25 / self.L**0.75
@@ -77,6 +82,7 @@ class CopyConfig(CopyData):
     Attributes:
         lr: Adam learning rate (cosine-decayed to ``lr * final_lr_fraction``).
         n_steps: Adam steps.
+        final_lr_fraction: final learning rate as a fraction of ``lr``.
         sigma0: scale of the random initial logits.
         grad_tol: a run counts as converged when ``|grad U| <= grad_tol * sqrt(1 + n L)``, the
             gradient scale of the data term (``n`` samples).
@@ -106,7 +112,10 @@ class SGLDConfig:
         N: inverse temperature of the posterior (``N = 1``: the plain Bayesian posterior).
         eps_G, eps_W: step sizes of the two blocks (default: ``step_fraction`` over the block's
             curvature scale, ``N (beta n / (L V) + 1 / sigma_G^2)`` and ``N (beta n / V + 1/omega)``).
+        step_fraction: default step size over the block's curvature scale.
         n_steps: steps after burn-in; a draw is kept every ``thin`` steps.
+        burn_in: steps before the first draw.
+        thin: steps between kept draws.
         n_chains: independent chains per ``(P, start)``, from ``G = 0, W = 0`` (``"uniform"``) or
             from ``G = c S, W = I`` (``"copy"``).
         data_seed: the data set (the same sequences as :func:`train`'s seed ``data_seed``).
@@ -126,6 +135,7 @@ class SGLDConfig:
 
     @property
     def n_kept(self) -> int:
+        """Draws kept per chain, ``n_steps // thin``."""
         return self.n_steps // self.thin
 
     def validate(self) -> SGLDConfig:
@@ -145,8 +155,17 @@ class SGLDConfig:
         checks.integer("chain_seed", self.chain_seed, 0)
         return self
 
-    def step_sizes(self, arch: cm.CopyArch, n) -> cm.CopyParams:
-        """Per-block step sizes for ``n`` samples (arrays, so a ``P`` grid gets one each)."""
+    def step_sizes(self, arch: cm.CopyArch, n: ArrayLike | Sequence[float]) -> cm.CopyParams:
+        """Per-block step sizes for ``n`` samples (arrays, so a ``P`` grid gets one each).
+
+        Args:
+            arch: the network (``L``, ``V``, ``beta`` and the priors).
+            n: number(s) of training sequences, shape (nP,) or scalar.
+
+        Returns:
+            Named tuple :class:`~jaxattn.copyhead.network.CopyParams` of float32 step sizes ``(eps_G, eps_W)``,
+                each of the shape of ``n``.
+        """
         n = np.asarray(n, float)
         eG = self.step_fraction / (self.N * (arch.beta * n / (arch.L * arch.V) + 1.0 / arch.sigma_G2))
         eW = self.step_fraction / (self.N * (arch.beta * n / arch.V + 1.0 / arch.omega))
@@ -159,7 +178,11 @@ class SGLDConfig:
 class CopySGLDConfig(SGLDConfig, CopyData):
     """The network, the test set and starts (:class:`CopyData`) and the sampler
     (:class:`SGLDConfig`) of a grid of SGLD chains (axes ``P``, ``start``, ``data_seed``,
-    ``chain``)."""
+    ``chain``). Its fields are those of the two (see their ``Attributes``).
+
+    Attributes:
+        sampler: the :class:`SGLDConfig` part, as a config of its own.
+    """
 
     def validate(self) -> CopySGLDConfig:
         CopyData.validate(self)
@@ -168,7 +191,15 @@ class CopySGLDConfig(SGLDConfig, CopyData):
 
     @classmethod
     def of(cls, config: CopyData, sgld: SGLDConfig) -> CopySGLDConfig:
-        """The combination of a network config and a sampler config."""
+        """The combination of a network config and a sampler config.
+
+        Args:
+            config: the network, test set and starts.
+            sgld: the sampler.
+
+        Returns:
+            A config :class:`CopySGLDConfig` with the fields of both.
+        """
         import dataclasses
 
         kw = {f.name: getattr(config, f.name) for f in dataclasses.fields(CopyData)}
@@ -177,6 +208,7 @@ class CopySGLDConfig(SGLDConfig, CopyData):
 
     @property
     def sampler(self) -> SGLDConfig:
+        """The :class:`SGLDConfig` part, as a config of its own."""
         import dataclasses
 
         return SGLDConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SGLDConfig)})
@@ -185,7 +217,13 @@ class CopySGLDConfig(SGLDConfig, CopyData):
 @dataclass(frozen=True)
 class CopyTheoryConfig:
     """The static choices of the reduced effective action (Spec B, section 3); ``L``, ``V``,
-    ``P``, ``N`` and the hyper-parameters are the grid's axes."""
+    ``P``, ``N`` and the hyper-parameters are the grid's axes.
+
+    Attributes:
+        attention: ``"softmax"`` or ``"linear"``.
+        linear_norm: linear attention ``A = G / L`` (``"L"``) or ``A = G`` (``"none"``).
+        cyclic: cyclic boundary, or position 0 dropped from the loss.
+    """
 
     attention: str = field(default="softmax", metadata=_h("Attention: softmax or linear."))
     linear_norm: str = field(default="L", metadata=_h("Linear attention A = G / L (L) or A = G (none)."))

@@ -16,7 +16,7 @@ SGLD (:func:`sample`) runs one chain per point of ``P x start x data_seed x chai
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import xarray as xr
+from jax.typing import DTypeLike
+from jaxtyping import PRNGKeyArray
 
 from jaxattn import engine
 from jaxattn.copyhead import action as ca
@@ -56,20 +58,53 @@ LONG_NAMES = {"prev_weight": "(1/L) sum_l A_{l,l-1}", "test_error": "|f_l - y_l|
 N_SEGMENTS = 20  # progress updates of a long run
 
 
-def data_key(seed: int):
+def data_key(seed: int) -> PRNGKeyArray:
+    """The PRNG key of the data set of ``seed`` (``fold_in(key(seed), 1)``).
+
+    Args:
+        seed: the data seed.
+
+    Returns:
+        A typed PRNG key; sequence ``i`` is drawn from ``fold_in`` of it and ``i``
+            (:func:`jaxattn.copyhead.task.tokens`).
+    """
     return jax.random.fold_in(jax.random.key(seed), 1)
 
 
-def init_key(seed: int):
+def init_key(seed: int) -> PRNGKeyArray:
+    """The PRNG key of the random start of ``seed`` (``fold_in(key(seed), 0)``).
+
+    Args:
+        seed: the run's seed.
+
+    Returns:
+        A typed PRNG key.
+    """
     return jax.random.fold_in(jax.random.key(seed), 0)
 
 
-def chain_key(chain_seed: int, chain: int):
+def chain_key(chain_seed: int, chain: int) -> PRNGKeyArray:
+    """The PRNG key of the noise of SGLD chain ``chain`` (``fold_in(fold_in(key(chain_seed), 2), chain)``).
+
+    Args:
+        chain_seed: seed of the chains' noise.
+        chain: index of the chain.
+
+    Returns:
+        A typed PRNG key.
+    """
     return jax.random.fold_in(jax.random.fold_in(jax.random.key(chain_seed), 2), chain)
 
 
 def test_stats(config: CopyData) -> cm.CopyStats:
-    """The statistics of the test sequences (drawn from ``test_seed``)."""
+    """The statistics of the test sequences (drawn from ``test_seed``).
+
+    Args:
+        config: the network and the test set (``n_test``, ``test_seed``).
+
+    Returns:
+        Named tuple :class:`~jaxattn.copyhead.network.CopyStats` of the ``n_test`` test sequences.
+    """
     X = task.one_hot(task.tokens(jax.random.key(config.test_seed), config.n_test, config.L, config.V), config.V)
     return cm.stats(X)
 
@@ -86,13 +121,33 @@ def _member_stats(X, P, n_max: int):
 
 
 def optimizer(arch: cm.CopyArch, n_steps: int, final: float) -> fbr.FullBatch:
-    """Full-batch Adam on ``U`` (cosine decay to ``final`` times the rate)."""
+    """Full-batch Adam on ``U`` (cosine decay to ``final`` times the rate).
+
+    Args:
+        arch: the network (its loss ``U``).
+        n_steps: steps of the cosine decay.
+        final: final learning rate as a fraction of the run's rate.
+
+    Returns:
+        Named tuple :class:`~jaxattn.core.kernels.full_batch.FullBatch` ``(init, step)`` pair.
+    """
     return fbr.full_batch(lambda p, st: cm.loss(p, st, arch), optax.adam, n_steps=n_steps, final_lr_fraction=final)
 
 
 def observe_one(arch: cm.CopyArch, st: fbr.FullBatchState, data: cm.CopyStats, test: cm.CopyStats) -> dict:
     """The observables of one run: order parameters, ``U``, train and test error, the gradient
-    norm (``NaN`` if the run diverged) and ``diverged``."""
+    norm (``NaN`` if the run diverged) and ``diverged``.
+
+    Args:
+        arch: the network.
+        st: the run's final optimiser state.
+        data: statistics of the training set.
+        test: statistics of the test set.
+
+    Returns:
+        Scalars keyed ``prev_weight``, ``a1``, ``aG``, ``U``, ``train_error``, ``test_error``,
+            ``grad_norm`` (all ``NaN`` if diverged) and ``diverged``.
+    """
     p = st.params
     U, g = jax.value_and_grad(cm.loss)(p, data, arch)
     out = dict(
@@ -117,6 +172,21 @@ def _segments(n: int, k: int = N_SEGMENTS) -> tuple[int, ...]:
 
 
 class AdamStatic(NamedTuple):
+    """The static (hashable) part of a :class:`CopyAdam` run.
+
+    Attributes:
+        arch: the network.
+        n_max: the largest ``P`` of the grid (data sets are padded to it).
+        n_steps: Adam steps.
+        final: final learning rate as a fraction of ``lr``.
+        sigma0: scale of the random initial logits.
+        c_copy: ``c`` of the copy-biased start ``G_0 = c S``.
+        lr: Adam learning rate.
+        grad_tol: convergence tolerance on the gradient norm.
+        threshold: previous-token weight above which a run is in the copy basin.
+        segments: steps of each progress segment.
+    """
+
     arch: cm.CopyArch
     n_max: int
     n_steps: int
@@ -131,7 +201,16 @@ class AdamStatic(NamedTuple):
 
 class CopyAdam(Experiment):
     """Full-batch Adam on ``U`` (Spec B, section 4): the order parameters, ``U``, the errors and
-    the gradient norm at the end, whether the run converged, and which basin it ended in."""
+    the gradient norm at the end, whether the run converged, and which basin it ended in.
+
+    Attributes:
+        name: ``"copy_adam"``.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.copyhead.config.CopyConfig`.
+        axes: ``P``, ``seed`` and ``init`` (``"random"`` or ``"copy"``).
+        block: default streams per block.
+        group: default members per group.
+    """
 
     name = "copy_adam"
     doc = "copy task, full-batch Adam (jaxattn.copyhead.train)"
@@ -173,7 +252,8 @@ class CopyAdam(Experiment):
 
         def group(q):
             st = _member_stats(X, q["P"], s.n_max)
-            one = lambda k, c: fb.init(cm.init(k, s.arch, s.sigma0, s.c_copy, c), s.lr)  # noqa: E731
+            lr = jnp.asarray(s.lr, jnp.float32)  # what fb.init makes of it
+            one = lambda k, c: fb.init(cm.init(k, s.arch, s.sigma0, s.c_copy, c), lr)  # noqa: E731
             return jax.vmap(jax.vmap(one))(q["init_key"], q["is_copy"]), st
 
         return over_groups(group, n_groups, p)
@@ -219,6 +299,19 @@ COPY_ADAM = CopyAdam()
 
 
 class SGLDStatic(NamedTuple):
+    """The static (hashable) part of a :class:`CopySGLD` run.
+
+    Attributes:
+        arch: the network.
+        n_max: the largest ``P`` of the grid (data sets are padded to it).
+        N: inverse temperature of ``exp(-N U)``.
+        c_copy: ``c`` of the copy start ``G = c S``.
+        sampler: the sampler's config.
+        advance: per segment, steps before its draws (burn-in segments).
+        first: per segment, index of its first draw.
+        n_draws: per segment, draws it takes (``thin`` steps each).
+    """
+
     arch: cm.CopyArch
     n_max: int
     N: float
@@ -229,15 +322,33 @@ class SGLDStatic(NamedTuple):
     n_draws: tuple[int, ...]  # per segment: draws it takes (thin steps each)
 
 
-def start_params(arch: cm.CopyArch, start: str, c_copy: float, dtype=jnp.float32) -> cm.CopyParams:
-    """The uniform state ``G = 0, W = 0`` or the copy state ``G = c S, W = I``."""
+def start_params(arch: cm.CopyArch, start: str, c_copy: float, dtype: DTypeLike = jnp.float32) -> cm.CopyParams:
+    """The uniform state ``G = 0, W = 0`` or the copy state ``G = c S, W = I``.
+
+    Args:
+        arch: the network.
+        start: ``"uniform"``, or anything else for the copy state.
+        c_copy: ``c`` of the copy state.
+        dtype: dtype of the parameters.
+
+    Returns:
+        Named tuple :class:`~jaxattn.copyhead.network.CopyParams` ``(G, W)``, shapes (L, L) and (V, V).
+    """
     if start == "uniform":
         return cm.CopyParams(jnp.zeros((arch.L, arch.L), dtype), jnp.zeros((arch.V, arch.V), dtype))
     return cm.CopyParams(c_copy * task.shift_matrix(arch.L, arch.cyclic, dtype), jnp.eye(arch.V, dtype=dtype))
 
 
-def observe_draw(arch: cm.CopyArch):
-    """The observables of one posterior draw (``data`` is ``(train, test)`` statistics)."""
+def observe_draw(arch: cm.CopyArch) -> Callable[[cm.CopyParams, Any], dict]:
+    """The observables of one posterior draw (``data`` is ``(train, test)`` statistics).
+
+    Args:
+        arch: the network.
+
+    Returns:
+        ``obs(params, data) -> dict``: scalars keyed ``prev_weight``, ``a1``, ``aG``, ``U``,
+            ``train_error`` and ``test_error``.
+    """
 
     def obs(p: cm.CopyParams, data):
         train_stats, test = data
@@ -253,7 +364,16 @@ def observe_draw(arch: cm.CopyArch):
 
 class CopySGLD(Experiment):
     """One SGLD chain on ``exp(-N U)`` per point (Spec B, section 4): the observables of every
-    kept draw, the step sizes, and whether the chain diverged."""
+    kept draw, the step sizes, and whether the chain diverged.
+
+    Attributes:
+        name: ``"copy_sgld"``.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.copyhead.config.CopySGLDConfig`.
+        axes: ``P``, ``start`` (``"uniform"`` or ``"copy"``), ``data_seed`` and ``chain``.
+        block: default streams per block.
+        group: default members per group.
+    """
 
     name = "copy_sgld"
     doc = "copy task, SGLD posterior chains (jaxattn.copyhead.sample)"
@@ -375,7 +495,17 @@ class CopyTheory(OneShot):
     """The global minimum of the reduced effective action (Spec B, section 3), float64: for
     softmax the minimising ``c_G``, both branches' minima and their number; for linear the
     minimising ``(a_1, a_G)``; for both the action, the previous-token weight and the test error.
-    ``L``, ``V`` and the hyper-parameters are traced numbers, so they are axes like ``P``."""
+    ``L``, ``V`` and the hyper-parameters are traced numbers, so they are axes like ``P``.
+
+    Attributes:
+        name: ``"copy_theory"``.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.copyhead.config.CopyTheoryConfig`.
+        axes: ``P``, ``L``, ``V``, ``N``, ``beta``, ``omega`` and ``sigma_G2``.
+        x64: true (float64).
+        block: default streams per block.
+        group: default members per group.
+    """
 
     name = "copy_theory"
     doc = "copy task, minima of the reduced effective action (jaxattn.copyhead.softmax)"
@@ -447,14 +577,29 @@ def train(
     seed: Sequence[int] | int = (0, 1),
     init: Sequence[str] | str = INITS,
     progress: bool = False,
-    devices=None,
+    devices: Sequence[Any] | None = None,
     block: int | None = None,
     group: int | None = None,
 ) -> xr.Dataset:
     """Train the grid ``P x seed x init`` by full-batch Adam on ``U``; return a Dataset with
     dimensions ``(P, seed, init)`` holding ``prev_weight``, ``a1``, ``aG``, ``U``,
     ``train_error``, ``test_error``, ``grad_norm``, ``converged``, ``copy_basin`` and
-    ``diverged``. The blocks are sharded over ``devices`` (default: all local devices)."""
+    ``diverged``. The blocks are sharded over ``devices`` (default: all local devices).
+    Spec B, section 4.
+
+    Args:
+        config: the fixed parameters; default ``CopyConfig()``.
+        P: numbers of training sequences.
+        seed: seeds of the data set and the random start.
+        init: starts, ``"random"`` and/or ``"copy"``.
+        progress: show progress.
+        devices: the ``jax.Device`` objects to shard over (default: all local devices).
+        block: streams per block (default: the experiment's).
+        group: members per group (default: the experiment's).
+
+    Returns:
+        ``xr.Dataset`` with dimensions ``(P, seed, init)`` holding the observables above.
+    """
     grid = _grid(COPY_ADAM, P=P, seed=seed, init=init)
     return engine.run(
         COPY_ADAM, config or CopyConfig(), grid, devices=devices, block=block, group=group, progress=progress
@@ -468,7 +613,7 @@ def sample(
     P: Sequence[int] | int = (200, 700),
     start: Sequence[str] | str = STARTS,
     progress: bool = False,
-    devices=None,
+    devices: Sequence[Any] | None = None,
     block: int | None = None,
     group: int | None = None,
 ) -> xr.Dataset:
@@ -478,7 +623,21 @@ def sample(
     ``NaN``), the step sizes ``eps_G``, ``eps_W``, and per ``(P, start)`` the split R-hat and
     effective sample size of every observable, ``rhat_<name>`` and ``ess_<name>``, over the
     chains that did not diverge (:mod:`jaxattn.core.diagnostics`; ``to_arviz`` hands the draws
-    to ArviZ)."""
+    to ArviZ). Spec B, section 4.
+
+    Args:
+        config: the network, test set and starts; default ``CopyData()``.
+        sgld_config: the sampler; default ``SGLDConfig()`` (its ``n_chains`` chains per point).
+        P: numbers of training sequences.
+        start: chain starts, ``"uniform"`` and/or ``"copy"``.
+        progress: show progress.
+        devices: the ``jax.Device`` objects to shard over (default: all local devices).
+        block: streams per block (default: the experiment's).
+        group: members per group (default: the experiment's).
+
+    Returns:
+        ``xr.Dataset`` with dimensions ``(P, start, chain, draw)`` and the diagnostics above.
+    """
     from jaxattn.core.diagnostics import add_diagnostics
 
     config = CopySGLDConfig.of(config or CopyData(), sgld_config or SGLDConfig()).validate()
@@ -504,11 +663,28 @@ def theory_grid(
     V: Sequence[int] | int = 4,
     N: Sequence[float] | float = 1.0,
     progress: bool = False,
-    devices=None,
+    devices: Sequence[Any] | None = None,
     **hyper: Any,
 ) -> xr.Dataset:
     """The reduced action's global minimum over the grid ``P x L x V x N`` (and ``beta``,
-    ``omega``, ``sigma_G2`` given as keywords): a Dataset over those dimensions (float64)."""
+    ``omega``, ``sigma_G2`` given as keywords): a Dataset over those dimensions (float64).
+    Spec B, section 3.
+
+    Args:
+        config: the static choices; default ``CopyTheoryConfig()``.
+        P: numbers of training sequences (real numbers).
+        L: sequence lengths.
+        V: vocabulary sizes.
+        N: inverse temperatures.
+        progress: show progress.
+        devices: the ``jax.Device`` objects to shard over (default: all local devices).
+        **hyper: further axes ``beta``, ``omega``, ``sigma_G2`` (a value or a sequence each).
+
+    Returns:
+        ``xr.Dataset`` over the grid's dimensions: ``S``, ``prev_weight``, ``test_error``,
+            ``diverged`` and ``c_G``, ``c_G_uniform``, ``c_G_copy``, ``n_minima`` (softmax) or
+            ``a1``, ``aG`` (linear).
+    """
     grid = _grid(COPY_THEORY, P=P, L=L, V=V, N=N, **hyper)
     return engine.run(COPY_THEORY, config or CopyTheoryConfig(), grid, devices=devices, progress=progress)
 
@@ -517,7 +693,16 @@ def global_minimum(ds: xr.Dataset) -> xr.Dataset:
     """Per ``P``: the observables of the run with the lowest ``U`` (diverged runs excluded), its
     ``seed`` and ``init``, and per initialisation the number of runs ending in each basin
     (``n_copy``, ``n_uniform``). ``hysteresis`` marks the ``P`` where some run ended in the basin
-    that is not the global minimum's: its start trapped it in a metastable state."""
+    that is not the global minimum's: its start trapped it in a metastable state (Spec B,
+    section 4: keep the lowest ``U`` per ``P``).
+
+    Args:
+        ds: the output of :func:`train`, dimensions ``(P, seed, init)``.
+
+    Returns:
+        ``xr.Dataset`` over ``P`` (``n_copy``, ``n_uniform`` over ``(P, init)``): the best run's
+            observables, ``converged``, ``copy_basin``, ``best_seed``, ``best_init``, ``hysteresis``.
+    """
     U = ds["U"].where(~ds["diverged"])
     flat = U.stack(run=("seed", "init")).fillna(np.inf)
     idx = flat.argmin("run")
@@ -536,7 +721,16 @@ def global_minimum(ds: xr.Dataset) -> xr.Dataset:
 
 def posterior_summary(ds: xr.Dataset, var: str = "prev_weight") -> xr.Dataset:
     """Posterior mean of ``var`` per ``(P, start)`` over the non-diverged chains, with its Monte
-    Carlo error from the spread of the chain means (independent chains)."""
+    Carlo error from the spread of the chain means (independent chains).
+
+    Args:
+        ds: the output of :func:`sample`, dimensions ``(P, start, chain, draw)``.
+        var: the observable.
+
+    Returns:
+        ``xr.Dataset`` over ``(P, start)`` with ``mean``, ``se``, ``n_chains`` (not diverged) and
+            ``n_diverged``.
+    """
     x = ds[var].where(~ds["diverged"])
     chain_mean = x.mean("draw")
     n = (~ds["diverged"]).sum("chain")

@@ -4,15 +4,32 @@ linear attention's thresholds, and the action landscape."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from jaxattn.copyhead.network import CopyArch
 
+if TYPE_CHECKING:
+    import xarray as xr
+    from matplotlib.figure import Figure
 
-def copy_figure(train_ds=None, sample_ds=None, path: str | None = None):
+
+def copy_figure(
+    train_ds: xr.Dataset | None = None, sample_ds: xr.Dataset | None = None, path: str | None = None
+) -> Figure:
     """Order parameters and errors against ``P``: every Adam run (by initialisation), the
-    global minimum, and SGLD posterior means by start (with their Monte Carlo errors)."""
+    global minimum, and SGLD posterior means by start (with their Monte Carlo errors).
+
+    Args:
+        train_ds: output of :func:`jaxattn.copyhead.train` (``None``: no Adam runs).
+        sample_ds: output of :func:`jaxattn.copyhead.sample` (``None``: no SGLD means).
+        path: where to save the figure (``None``: not saved, nor closed).
+
+    Returns:
+        The matplotlib figure (three panels: previous-token weight, ``a_G``, test error).
+    """
     from jaxattn.copyhead.experiments import global_minimum, posterior_summary
     from jaxattn.plots import plt
 
@@ -66,9 +83,25 @@ def copy_figure(train_ds=None, sample_ds=None, path: str | None = None):
 V_GRID = (2, 3, 4, 6, 8, 12, 16, 32)
 
 
-def softmax_phase_data(L_max: int = 512, n_L: int = 16, Vs=V_GRID, n_P: int = 400, N: float = 1.0):
+def softmax_phase_data(
+    L_max: int = 512, n_L: int = 16, Vs: Sequence[int] = V_GRID, n_P: int = 400, N: float = 1.0
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], np.ndarray, dict[int, dict]]:
     """``P*``, spinodals and the jump over ``L`` (geometric from 16 to ``L_max``) x ``Vs`` (one
-    compiled call) with fits of ``P*`` at each ``V`` to ``A L ln^2 L`` and to the closed form."""
+    compiled call) with fits of ``P*`` at each ``V`` to ``A L ln^2 L`` and to the closed form.
+
+    Args:
+        L_max: largest ``L``.
+        n_L: number of ``L`` values (before rounding to distinct integers).
+        Vs: vocabulary sizes.
+        n_P: ``P`` grid points per ``(L, V)`` (0.2 to 5 times the closed-form ``P*``).
+        N: inverse temperature.
+
+    Returns:
+        ``(Ls, Vs, pd, cf, fits)``: the ``L`` values (nL,), ``Vs`` (nV,), the
+            :class:`~jaxattn.copyhead.softmax.SoftmaxTransition` fields as a dict of (nL, nV) arrays,
+            the closed-form ``P*`` (nL, nV), and per ``V`` the fit ``A_L_ln2L``, its largest relative
+            deviation and the ratios to the closed form (first-order points only).
+    """
     import jax
     import jax.numpy as jnp
 
@@ -97,8 +130,16 @@ def softmax_phase_data(L_max: int = 512, n_L: int = 16, Vs=V_GRID, n_P: int = 40
     return Ls, np.asarray(Vs), pd, cf, fits
 
 
-def linear_threshold_data(N: float = 1.0):
-    """Linear onsets and crossovers against ``V`` at ``L = 8`` and against ``L`` at ``V = 4``."""
+def linear_threshold_data(N: float = 1.0) -> dict[str, list[tuple]]:
+    """Linear onsets and crossovers against ``V`` at ``L = 8`` and against ``L`` at ``V = 4``.
+
+    Args:
+        N: inverse temperature.
+
+    Returns:
+        ``{"V": rows, "L": rows}``, each row ``(L, V, p_onset, p_crossover, p_copy, onset_kind)``
+            from :func:`~jaxattn.copyhead.softmax.theory_summary`.
+    """
     from jaxattn.copyhead import softmax as cph
 
     out = {}
@@ -117,7 +158,19 @@ def linear_threshold_data(N: float = 1.0):
 def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool = True) -> dict:
     """``copy_phase_diagram.png`` (softmax ``P*(L)`` with spinodals, fits and closed form;
     ``P*/closed form``) and ``copy_linear_thresholds.png`` (onsets and crossovers against ``V``
-    and ``L``). Returns the fits."""
+    and ``L``). Returns the fits.
+
+    Args:
+        out_dir: directory of the two figures (created if missing).
+        L_max: largest ``L`` of the softmax phase diagram.
+        n_P: ``P`` grid points per ``(L, V)``.
+        critical: also locate the critical point at ``V = 4``
+            (:func:`~jaxattn.copyhead.softmax.softmax_critical_point`).
+
+    Returns:
+        JSON-ready dict: ``L``, the ``fits`` per ``V``, ``P_star_V4``, ``first_order_V4``, the
+            ``linear`` rows and, with ``critical``, ``critical_point_V4``.
+    """
     from jaxattn.copyhead import softmax as cph
     from jaxattn.plots import plt
 
@@ -183,9 +236,19 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
     return out
 
 
-def landscape_figure(path: str, L: int = 32, V: int = 4, lin=(8, 32)) -> dict:
+def landscape_figure(path: str, L: int = 32, V: int = 4, lin: tuple[int, int] = (8, 32)) -> dict:
     """``S`` over the order parameters at several ``P``: ``S(c_G) - min`` for softmax around
-    ``P*`` (two competing minima) and contours of ``S(a_1, a_G)`` for linear attention."""
+    ``P*`` (two competing minima) and contours of ``S(a_1, a_G)`` for linear attention.
+
+    Args:
+        path: where to save the figure.
+        L: sequence length of the softmax panel.
+        V: vocabulary size of the softmax panel.
+        lin: ``(L, V)`` of the linear-attention panels (at 0.7, 1.5 and 5 times the onset).
+
+    Returns:
+        ``{"softmax_p_star": ..., "linear_onset": ...}``.
+    """
     import jax
     import jax.numpy as jnp
 

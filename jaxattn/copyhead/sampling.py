@@ -29,12 +29,27 @@ def nuts_reference(
     n_samples: int = 1000,
     n_chains: int = 4,
     seed: int = 0,
-) -> dict[str, np.ndarray]:
+) -> dict[str, np.ndarray | float]:
     """NUTS draws of the order parameters under ``exp(-N U)`` on the ``P`` sequences of
-    ``data_seed``. Returns ``prev_weight``, ``a1``, ``aG``, ``U`` as ``(chain, draw)`` arrays, and
-    per observable its posterior ``mean``, Monte Carlo ``se`` (from the effective sample size),
-    split R-hat and effective sample size, under keys ``"<name>_mean"``, ``"<name>_se"``,
-    ``"<name>_rhat"``, ``"<name>_ess"`` (:mod:`jaxattn.core.diagnostics`)."""
+    ``data_seed`` (Spec B, section 4: the reference that validates the SGLD sampler), float64,
+    from random starts ``G ~ N(0, 0.1^2)``.
+
+    Args:
+        config: the network (its ``arch``); validated here.
+        P: number of training sequences.
+        N: inverse temperature.
+        data_seed: the data set (as in :func:`jaxattn.copyhead.sample`).
+        n_warmup: NUTS warm-up steps per chain.
+        n_samples: draws per chain.
+        n_chains: chains (vectorized).
+        seed: seed of the starts and of NUTS.
+
+    Returns:
+        ``prev_weight``, ``a1``, ``aG``, ``U`` as ``(chain, draw)`` arrays, and per observable its
+            posterior ``mean``, Monte Carlo ``se`` (from the effective sample size), split R-hat and
+            effective sample size, under keys ``"<name>_mean"``, ``"<name>_se"``, ``"<name>_rhat"``,
+            ``"<name>_ess"`` (:mod:`jaxattn.core.diagnostics`).
+    """
     from numpyro.infer import MCMC, NUTS
 
     config = config.validate()
@@ -64,11 +79,12 @@ def nuts_reference(
             return dict(cm.order_parameters(p.G, arch), U=cm.loss(p, st, arch))
 
         out = jax.device_get(jax.vmap(jax.vmap(obs))(draws))
-    res = {k: np.asarray(v) for k, v in out.items()}
-    for k in list(res):
-        n_eff = diagnostics.ess(res[k])
-        res[f"{k}_mean"] = float(res[k].mean())
-        res[f"{k}_se"] = float(res[k].std() / np.sqrt(max(n_eff, 1.0)))
-        res[f"{k}_rhat"] = diagnostics.split_rhat(res[k])
+    draws_np = {k: np.asarray(v) for k, v in out.items()}
+    res: dict[str, np.ndarray | float] = dict(draws_np)
+    for k, x in draws_np.items():
+        n_eff = diagnostics.ess(x)
+        res[f"{k}_mean"] = float(x.mean())
+        res[f"{k}_se"] = float(x.std() / np.sqrt(max(n_eff, 1.0)))
+        res[f"{k}_rhat"] = diagnostics.split_rhat(x)
         res[f"{k}_ess"] = n_eff
     return res

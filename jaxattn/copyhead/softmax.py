@@ -1,6 +1,6 @@
 """Minima and phase structure of the copy-head action (Spec B, section 3; ``docs/theory/copy_head.md``).
 
-Softmax: ``S(c_G)`` (:func:`jaxattn.theory.copy_action.softmax_action`) is scanned on a grid of
+Softmax: ``S(c_G)`` (:func:`jaxattn.copyhead.action.softmax_action`) is scanned on a grid of
 ``c_G``; every interior grid minimum is refined by Newton's method. Its lowest minimum (the
 uniform branch, ``c_G ~ 0``) and highest (the copy branch, ``c_G ~ (ln L + ln ln L)/2``) are
 kept (:func:`softmax_minima`). Over a grid of ``P`` (vmapped, :func:`softmax_transition`) this
@@ -12,7 +12,7 @@ two minima there is no jump; ``P*`` is then the steepest point of the continuous
 ``S' = S'' = S''' = 0``).
 
 Linear attention (its 2-D minimum, the onsets from the Hessian at ``A = 0``, the crossover) is in
-:mod:`jaxattn.theory.copy_linear`; its names are re-exported here, and :func:`linear_curves` and
+:mod:`jaxattn.copyhead.linear`; its names are re-exported here, and :func:`linear_curves` and
 :func:`theory_summary` cover both attentions.
 
 Public helpers run in float64 (``jax.enable_x64`` inside) and return NumPy values.
@@ -20,12 +20,14 @@ Public helpers run in float64 (``jax.enable_x64`` inside) and return NumPy value
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike, DTypeLike
 from jaxtyping import Array, Float
 
 from jaxattn.copyhead import action as ca
@@ -47,15 +49,35 @@ N_C = 1024  # c_G grid points
 P_BATCH = 8  # P values per lax.map step of a scan
 
 
-def c_grid(L, n_c: int = N_C, dtype=None) -> Float[Array, " n_c"]:
-    """``c_G`` from -2 to ``2 ln L + 4`` (the copy minimum sits near ``(ln L + ln ln L)/2``)."""
+def c_grid(L: float | Array, n_c: int = N_C, dtype: DTypeLike | None = None) -> Float[Array, " n_c"]:
+    """``c_G`` from -2 to ``2 ln L + 4`` (the copy minimum sits near ``(ln L + ln ln L)/2``).
+
+    Args:
+        L: sequence length (a number or a scalar array; may be traced).
+        n_c: number of grid points.
+        dtype: dtype of the grid; default ``jnp.result_type(L, float)``.
+
+    Returns:
+        Evenly spaced ``c_G`` values, shape (n_c,).
+    """
     dtype = dtype or jnp.result_type(L, float)
     return jnp.linspace(-2.0, 2.0 * jnp.log(L) + 4.0, n_c, dtype=dtype)
 
 
 class SoftmaxMinima(NamedTuple):
     """Global minimum ``(c, S)`` and the lowest / highest local minima (``lo`` uniform branch,
-    ``hi`` copy branch; the same point when there is one minimum); ``n_minima`` on the grid."""
+    ``hi`` copy branch; the same point when there is one minimum); ``n_minima`` on the grid
+    (Spec B, section 3, "Minima").
+
+    Attributes:
+        c: ``c_G`` of the global minimum, shape (*b).
+        S: action at the global minimum, shape (*b).
+        c_lo: ``c_G`` of the lowest local minimum (uniform branch), shape (*b).
+        S_lo: action there, shape (*b).
+        c_hi: ``c_G`` of the highest local minimum (copy branch), shape (*b).
+        S_hi: action there, shape (*b).
+        n_minima: number of interior grid minima (at least 1, as a float), shape (*b).
+    """
 
     c: Float[Array, "*b"]
     S: Float[Array, "*b"]
@@ -80,7 +102,14 @@ def _newton_min(f, x, lo, hi, n_iter: int = 10):
 
 
 class SoftmaxGrid(NamedTuple):
-    """The ``c_G`` grid with its ``P``-independent statistics (:func:`softmax_grid`)."""
+    """The ``c_G`` grid with its ``P``-independent statistics (:func:`softmax_grid`).
+
+    Attributes:
+        c: the ``c_G`` grid, shape (n_c,).
+        st: :class:`~jaxattn.copyhead.action.ActionStats` on the grid: ``s``, ``q`` shape (n_c,),
+            ``u = n = n_pos`` scalars.
+        G2: prior norm ``|G|^2`` on the grid, shape (n_c,).
+    """
 
     c: Float[Array, " n_c"]
     st: ca.ActionStats
@@ -89,7 +118,15 @@ class SoftmaxGrid(NamedTuple):
 
 def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
     """``c_G`` grid, ``(s, q)`` and ``|G|^2`` on it: they do not depend on ``P``, so a scan over
-    ``P`` computes them once (``u = n = n_pos`` stay scalars)."""
+    ``P`` computes them once (``u = n = n_pos`` stay scalars).
+
+    Args:
+        h: hyper-parameters.
+        n_c: number of grid points (:func:`c_grid`).
+
+    Returns:
+        Named tuple :class:`SoftmaxGrid` with the grid ``c``, its statistics ``st`` and ``G2``, shape (n_c,).
+    """
     cg = c_grid(h.L, n_c)
     st, G2 = ca.softmax_stats(cg, h)
     return SoftmaxGrid(cg, st._replace(u=h.n_pos, n=h.n_pos), G2)
@@ -98,7 +135,18 @@ def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
 def softmax_minima(
     P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
 ) -> SoftmaxMinima:
-    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket."""
+    """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket
+    (Spec B, section 3, "Minima"; ``S`` is (B.3b) on the softmax ansatz).
+
+    Args:
+        P: number of training sequences, scalar.
+        h: hyper-parameters.
+        n_c: number of grid points; ignored when ``grid`` is given.
+        grid: a precomputed :func:`softmax_grid` of ``h`` (built here when ``None``).
+
+    Returns:
+        Named tuple :class:`SoftmaxMinima` of scalars: the global, lowest and highest minima and their count.
+    """
     grid = softmax_grid(h, n_c) if grid is None else grid
     cg = grid.c
     n_c = cg.shape[0]
@@ -134,17 +182,29 @@ class SoftmaxTransition(NamedTuple):
     """``P*`` (jump, or steepest crossover when ``first_order`` is false), the spinodals (lower:
     the copy minimum appears; upper: the uniform one disappears; NaN without two minima),
     ``c_G`` and the previous-token weight just below and above ``P*``, and ``jump = c_above -
-    c_below`` (0 when continuous)."""
+    c_below`` (0 when continuous). Spec B, section 3, "Minima".
 
-    P_star: Float[Array, "*b"]
-    P_spinodal_lo: Float[Array, "*b"]
-    P_spinodal_hi: Float[Array, "*b"]
-    first_order: Float[Array, "*b"]
-    c_below: Float[Array, "*b"]
-    c_above: Float[Array, "*b"]
-    a_below: Float[Array, "*b"]
-    a_above: Float[Array, "*b"]
-    jump: Float[Array, "*b"]
+    Attributes:
+        P_star: transition point ``P*``, shape (*b).
+        P_spinodal_lo: lower spinodal (NaN without two minima), shape (*b).
+        P_spinodal_hi: upper spinodal (NaN without two minima), shape (*b).
+        first_order: 1.0 if two minima coexist somewhere on the grid, else 0.0, shape (*b).
+        c_below: ``c_G`` just below ``P*``, shape (*b).
+        c_above: ``c_G`` just above ``P*``, shape (*b).
+        a_below: previous-token weight just below ``P*``, shape (*b).
+        a_above: previous-token weight just above ``P*``, shape (*b).
+        jump: ``c_above - c_below`` (0 when continuous), shape (*b).
+    """
+
+    P_star: Float[Array, "*b"] | np.ndarray
+    P_spinodal_lo: Float[Array, "*b"] | np.ndarray
+    P_spinodal_hi: Float[Array, "*b"] | np.ndarray
+    first_order: Float[Array, "*b"] | np.ndarray
+    c_below: Float[Array, "*b"] | np.ndarray
+    c_above: Float[Array, "*b"] | np.ndarray
+    a_below: Float[Array, "*b"] | np.ndarray
+    a_above: Float[Array, "*b"] | np.ndarray
+    jump: Float[Array, "*b"] | np.ndarray
 
 
 def _bisect(pred, lo, hi, n_iter):
@@ -163,7 +223,18 @@ def softmax_transition(
     Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
 ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
     """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
-    the minima at every grid ``P``."""
+    the minima at every grid ``P`` (Spec B, section 3, "Minima": the first-order jump at ``P*``).
+
+    Args:
+        Ps: increasing grid of ``P``, shape (nP,).
+        h: hyper-parameters.
+        n_c: number of ``c_G`` grid points.
+        n_bisect: bisection steps (in ``ln P``) for the spinodals and ``P*``.
+
+    Returns:
+        ``(transition, minima)``: a :class:`SoftmaxTransition` of scalars and the
+            :class:`SoftmaxMinima` at every grid ``P``, shape (nP,).
+    """
     grid = softmax_grid(h, n_c)
     # lax.map in batches: the (batch x n_c) actions stay in cache instead of a (nP x n_c) array
     m = jax.lax.map(lambda P: softmax_minima(P, h, grid=grid), Ps, batch_size=P_BATCH)
@@ -209,9 +280,22 @@ def softmax_transition(
     return tr, m
 
 
-def p_star_closed_form(L, V, beta=1.0, sigma_G2=1.0, n_iter: int = 60):
+def p_star_closed_form(
+    L: float | Array, V: float | Array, beta: float | Array = 1.0, sigma_G2: float | Array = 1.0, n_iter: int = 60
+) -> Array:
     """Spec B's reconstruction ``P* ~ (V/(V-1)) L x(x+1) / (beta sigma_G^2)`` with the fixed
-    point ``x = ln[L(x+1)]/2`` (so ``P* ~ L ln^2 L / 4``)."""
+    point ``x = ln[L(x+1)]/2`` (so ``P* ~ L ln^2 L / 4``); Spec B, section 3, "Closed forms".
+
+    Args:
+        L: sequence length (number or array; broadcasts with ``V``).
+        V: vocabulary size.
+        beta: weight of the data term.
+        sigma_G2: prior variance of ``G``.
+        n_iter: fixed-point iterations for ``x``.
+
+    Returns:
+        The closed-form ``P*``, the broadcast shape of ``L`` and ``V``.
+    """
     x = jnp.log(L) / 2
     for _ in range(n_iter):
         x = jnp.log(L * (x + 1)) / 2
@@ -229,7 +313,19 @@ def softmax_phase_diagram(
 ) -> SoftmaxTransition:
     """:func:`softmax_transition` for every ``(L, V)`` in one compiled call; the ``P`` grid of
     each point is ``x`` times the closed-form ``P*`` (:func:`p_star_closed_form`). ``base``
-    supplies ``beta, omega, sigma_G2, N`` (cyclic boundary: ``n_pos = L``). Shapes ``(nL, nV)``."""
+    supplies ``beta, omega, sigma_G2, N`` (cyclic boundary: ``n_pos = L``). Shapes ``(nL, nV)``.
+
+    Args:
+        Ls: sequence lengths, shape (nL,).
+        Vs: vocabulary sizes, shape (nV,).
+        x: ``P`` grid in units of the closed-form ``P*``, increasing, shape (nP,).
+        base: hyper-parameters other than ``L``, ``V``, ``n_pos``.
+        n_c: number of ``c_G`` grid points.
+        n_bisect: bisection steps of :func:`softmax_transition`.
+
+    Returns:
+        Named tuple :class:`SoftmaxTransition` with fields of shape (nL, nV).
+    """
 
     def one(L, V):
         h = base._replace(L=L, V=V, n_pos=L)
@@ -250,18 +346,43 @@ def _cusp(z, h):
 
 
 class CriticalPoint(NamedTuple):
+    """End of the softmax first-order line (:func:`softmax_critical_point`), the cusp
+    ``S' = S'' = S''' = 0`` in ``c`` (Spec B, section 5: for ``L <= 16`` the jump disappears).
+
+    Attributes:
+        L: critical sequence length (real).
+        P: critical number of sequences.
+        c: ``c_G`` there.
+        residual: largest of ``|S'|``, ``|S''|``, ``|S'''|`` (of ``S / P``, in ``c``) there.
+    """
+
     L: float
     P: float
     c: float
     residual: float
 
 
-def softmax_critical_point(arch: cm.CopyArch, N: float = 1.0, L_bracket=(4.0, 64.0), n_P: int = 2000) -> CriticalPoint:
+def softmax_critical_point(
+    arch: cm.CopyArch, N: float = 1.0, L_bracket: tuple[float, float] = (4.0, 64.0), n_P: int = 2000
+) -> CriticalPoint:
     """Where the first-order line ends (cyclic boundary, real ``L``): bisection in ``L`` on
     whether two minima coexist somewhere on a fine ``P`` grid (``n_P`` points from 0.3 to 3 times
     the closed-form ``P*``), then Newton on the cusp conditions ``dS/dc = d2S/dc2 = d3S/dc3 = 0``
     in ``(c, ln P, L)`` from the last first-order point. ``residual`` is the largest of the three
-    (over ``P``) there; the bisection's point is returned if Newton does not converge."""
+    (over ``P``) there; the bisection's point is returned if Newton does not converge.
+
+    Args:
+        arch: the network (softmax; its ``L`` is replaced by the real ``L`` searched, cyclic).
+        N: inverse temperature.
+        L_bracket: ``(lo, hi)``: the transition is continuous at ``lo`` and first order at ``hi``.
+        n_P: number of ``P`` grid points per transition.
+
+    Returns:
+        Named tuple :class:`CriticalPoint` with ``L``, ``P``, ``c`` and the cusp ``residual``.
+
+    Raises:
+        ValueError: if ``L_bracket`` does not bracket the end of the first-order line.
+    """
     with precision.float64():
         h0 = ca.hyper(arch, N)
         x = jnp.geomspace(0.3, 3.0, n_P)
@@ -316,9 +437,19 @@ def _softmax_scan(Ps, h):
     return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
 
 
-def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
+def softmax_curves(arch: cm.CopyArch, P: ArrayLike | Sequence[float], N: float = 1.0) -> dict[str, np.ndarray]:
     """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
-    and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists)."""
+    and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists).
+
+    Args:
+        arch: the network.
+        P: numbers of training sequences (positive, 1-D).
+        N: inverse temperature.
+
+    Returns:
+        NumPy arrays of shape (nP,) keyed ``P``, ``n_minima``, ``S`` and ``c_G``, ``prev_weight``,
+            ``test_error`` with the suffixes ``""`` (global), ``_uniform`` and ``_copy``.
+    """
     with precision.float64():
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
@@ -333,8 +464,18 @@ def softmax_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray
         return out
 
 
-def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]:
-    """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error."""
+def linear_curves(arch: cm.CopyArch, P: ArrayLike | Sequence[float], N: float = 1.0) -> dict[str, np.ndarray]:
+    """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error.
+
+    Args:
+        arch: the network.
+        P: numbers of training sequences (positive, 1-D).
+        N: inverse temperature.
+
+    Returns:
+        NumPy arrays of shape (nP,) keyed ``P``, ``a1``, ``aG``, ``prev_weight``, ``test_error``
+            and ``S``.
+    """
     with precision.float64():
         h = ca.hyper(arch, N)
         Ps = jnp.asarray(ca.check_P(P))
@@ -350,9 +491,28 @@ def linear_curves(arch: cm.CopyArch, P, N: float = 1.0) -> dict[str, np.ndarray]
         }
 
 
-def theory_summary(arch: cm.CopyArch, N: float = 1.0, P=None, n_P: int = 400, n_P_linear: int = 128) -> dict:
+def theory_summary(
+    arch: cm.CopyArch,
+    N: float = 1.0,
+    P: ArrayLike | Sequence[float] | None = None,
+    n_P: int = 400,
+    n_P_linear: int = 128,
+) -> dict:
     """Headline numbers of the theory (JSON-ready): softmax ``P*``, spinodals, jump, closed form;
-    linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too."""
+    linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too.
+
+    Args:
+        arch: the network; ``arch.attention`` picks the softmax or the linear summary.
+        N: inverse temperature (``inf`` allowed).
+        P: optional numbers of sequences for the curves (:func:`softmax_curves` /
+            :func:`linear_curves`).
+        n_P: softmax: ``P`` grid points (0.05 to 20 times the closed-form ``P*``) for ``P*``.
+        n_P_linear: linear: ``P`` grid points (0.3 to 100 times the onset) for the crossover.
+
+    Returns:
+        A JSON-ready dict: the architecture, then the softmax transition or the linear onsets and
+            crossover (NaN as ``None``), and ``curves`` (lists) when ``P`` is given.
+    """
     N = ca.check_N(N)
     arch = arch.validate()
     out = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 
@@ -26,6 +27,15 @@ def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
 
     Tokens are 32 random bits modulo ``V``: non-uniform by at most ``V / 2^32`` (below any
     sampling error here), and about half the compile time of ``jax.random.randint``.
+
+    Args:
+        key: PRNG key of the data set.
+        n: number of sequences.
+        L: sequence length.
+        V: vocabulary size.
+
+    Returns:
+        Integer tokens in ``0..V-1``, shape (n, L).
     """
 
     def one(i):
@@ -34,24 +44,57 @@ def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
     return jax.vmap(one)(jnp.arange(n))
 
 
-def one_hot(t: Int[Array, "... L"], V: int, dtype=jnp.float32) -> Float[Array, "... L V"]:
-    """One-hot embedding ``x_l = e_{t_l}``."""
+def one_hot(t: Int[Array, "... L"], V: int, dtype: DTypeLike = jnp.float32) -> Float[Array, "... L V"]:
+    """One-hot embedding ``x_l = e_{t_l}`` (Spec B, section 1).
+
+    Args:
+        t: integer tokens, shape (..., L).
+        V: vocabulary size.
+        dtype: dtype of the embedding.
+
+    Returns:
+        One-hot vectors, shape (..., L, V).
+    """
     return jax.nn.one_hot(t, V, dtype=dtype)
 
 
 def targets(X: Float[Array, "... L V"]) -> Float[Array, "... L V"]:
     """``y_l = x_{l-1}`` with ``y_0 = x_{L-1}`` (the cyclic boundary; under ``cyclic=False``
-    position 0 is removed from the loss by :func:`loss_positions`, not here)."""
+    position 0 is removed from the loss by :func:`loss_positions`, not here). Spec B, section 1.
+
+    Args:
+        X: one-hot sequences, shape (..., L, V).
+
+    Returns:
+        The targets ``Y``, shape (..., L, V).
+    """
     return jnp.roll(X, 1, axis=-2)
 
 
 def loss_positions(L: int, cyclic: bool = True) -> Bool[Array, " L"]:
-    """Positions that enter the loss: all of them, or all but 0 when not cyclic."""
+    """Positions that enter the loss: all of them, or all but 0 when not cyclic.
+
+    Args:
+        L: sequence length.
+        cyclic: cyclic boundary (every position) or not (position 0 dropped).
+
+    Returns:
+        Boolean mask of the loss positions, shape (L,).
+    """
     return jnp.arange(L) >= (0 if cyclic else 1)
 
 
-def shift_matrix(L: int, cyclic: bool = True, dtype=jnp.float32) -> Float[Array, "L L"]:
-    """``S_{l, l-1} = 1`` (``S_{0, L-1} = 1`` only when cyclic): ``S @ X`` is the target."""
+def shift_matrix(L: int, cyclic: bool = True, dtype: DTypeLike = jnp.float32) -> Float[Array, "L L"]:
+    """``S_{l, l-1} = 1`` (``S_{0, L-1} = 1`` only when cyclic): ``S @ X`` is the target.
+
+    Args:
+        L: sequence length.
+        cyclic: include the wrap-around entry ``S_{0, L-1}``.
+        dtype: dtype of the matrix.
+
+    Returns:
+        The shift matrix ``S``, shape (L, L).
+    """
     S = jnp.roll(jnp.eye(L, dtype=dtype), -1, axis=1)
     return S if cyclic else S.at[0, L - 1].set(0.0)
 
@@ -60,6 +103,13 @@ def cooccurrence(X: Float[Array, "n L V"], sample_mask: Bool[Array, " n"] | None
     """``K[m, m', v, v'] = sum_mu mask_mu x^mu_{m,v} x^mu_{m',v'}`` over the real samples.
 
     Counts are integers, exact in float32 up to 2^24, so the sum does not depend on the padding.
+
+    Args:
+        X: one-hot sequences, shape (n, L, V).
+        sample_mask: which samples are real, shape (n,); ``None``: all of them.
+
+    Returns:
+        The counts ``K``, shape (L, L, V, V).
     """
     n, L, V = X.shape
     Xm = X if sample_mask is None else X * sample_mask[:, None, None].astype(X.dtype)

@@ -29,10 +29,12 @@ New activations: :func:`register_activation` (see ``docs/extend.md``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import jax
 import jax.numpy as jnp
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float
 
 Activation = Literal["softmax", "softmax1", "bayes_softmax", "linear"]
@@ -51,7 +53,7 @@ DEFAULT_AGGREGATION: dict[str, str] = {
 _REGISTERED: dict[str, tuple] = {}
 
 
-def register_activation(name: str, fn, aggregation: str = "mean") -> None:
+def register_activation(name: str, fn: Callable[..., Array], aggregation: str = "mean") -> None:
     """Add an activation under ``name``, usable everywhere a built-in one is (by name).
 
     ``fn(scores, bias, valid)`` gets the scores ``chi`` ``(H, L)``, the biases ``b`` ``(H,)`` and
@@ -61,6 +63,15 @@ def register_activation(name: str, fn, aggregation: str = "mean") -> None:
     ``jnp.where(valid, scores, 0.0)`` before any ``exp``. ``aggregation`` is the default head
     aggregation (``"mean"`` or ``"sum"``). Built-in names cannot be replaced; registering a name
     again replaces the earlier function (already-compiled functions keep the old one).
+
+    Args:
+        name: The new activation's name (not one of ``ACTIVATIONS``).
+        fn: ``fn(scores, bias, valid) -> sigma``, all ``(H, L)`` but ``bias`` ``(H,)``.
+        aggregation: Its default head aggregation, ``"mean"`` or ``"sum"``.
+
+    Raises:
+        ValueError: If ``name`` is built in or ``aggregation`` is neither ``"mean"`` nor ``"sum"``.
+        TypeError: If ``fn`` is not callable.
     """
     if name in ACTIVATIONS:
         raise ValueError(f"{name!r} is a built-in activation and cannot be replaced")
@@ -94,28 +105,52 @@ def load_plugins() -> None:
 
 def registered_activations() -> dict[str, tuple]:
     """The activations added with :func:`register_activation` or by plugins: name -> (function,
-    aggregation)."""
+    aggregation).
+
+    Returns:
+        A copy of the registry: ``{name: (fn, aggregation)}`` (built-in activations not included).
+    """
     load_plugins()
     return dict(_REGISTERED)
 
 
 def available_activations() -> tuple[str, ...]:
     """The built-in activations (``ACTIVATIONS``) followed by the registered ones (plugins
-    included)."""
+    included).
+
+    Returns:
+        The tuple of activation names.
+    """
     load_plugins()
     return ACTIVATIONS + tuple(_REGISTERED)
 
 
 def activation_name(activation: str) -> str:
     """The activation's canonical name (hyphens read as underscores: ``bayes-softmax``); a
-    ``ValueError`` naming the known activations for an unknown one."""
+    ``ValueError`` naming the known activations for an unknown one.
+
+    Args:
+        activation: An activation name, built in or registered.
+
+    Returns:
+        The name as listed by :func:`available_activations`.
+    """
     from jaxattn.core.checks import choice
 
     return choice("activation", activation, available_activations())
 
 
 def check_activation(activation: str, aggregation: str | None = None) -> str:
-    """Validate an activation name and aggregation; return the aggregation to use."""
+    """Validate an activation name and aggregation; return the aggregation to use.
+
+    Args:
+        activation: An activation name, built in or registered (hyphens read as underscores).
+        aggregation: ``"mean"``, ``"sum"``, or ``None`` for the activation's default
+            (``DEFAULT_AGGREGATION``, or the one given at registration).
+
+    Returns:
+        The head aggregation, ``"mean"`` or ``"sum"``.
+    """
     activation = activation_name(activation)
     if aggregation is None:
         if activation in registered_activations():
@@ -166,7 +201,7 @@ def attention_weights(
 
     Returns:
         ``sigma`` of shape ``(H, L)``; the prediction weight of position ``l`` is
-        ``w[l] = sum_h sigma[h, l]``.
+            ``w[l] = sum_h sigma[h, l]``.
     """
     activation = activation_name(activation)
     aggregation = check_activation(activation, aggregation)
@@ -204,10 +239,25 @@ def attention_weights(
 
 
 def position_weights(sigma: Float[Array, "H L"]) -> Float[Array, " L"]:
-    """``w[l] = sum_h sigma[h, l]``: the weight of token ``l`` in the prediction."""
+    """``w[l] = sum_h sigma[h, l]``: the weight of token ``l`` in the prediction.
+
+    Args:
+        sigma: Attention weights ``(H, L)``, as from :func:`attention_weights`.
+
+    Returns:
+        ``w`` of shape ``(L,)``.
+    """
     return jnp.sum(sigma, axis=0)
 
 
-def prefix_mask(n, n_max: int) -> Bool[Array, " n_max"]:
-    """Mask of the first ``n`` of ``n_max`` slots: the real heads or positions of a padded model."""
+def prefix_mask(n: ArrayLike, n_max: int) -> Bool[Array, " n_max"]:
+    """Mask of the first ``n`` of ``n_max`` slots: the real heads or positions of a padded model.
+
+    Args:
+        n: The number of real slots (an int or a traced integer scalar).
+        n_max: The padded size.
+
+    Returns:
+        Boolean mask of shape ``(n_max,)``, true at indices ``< n``.
+    """
     return jnp.arange(n_max) < n

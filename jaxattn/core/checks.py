@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 
-def as_array(name: str, value, ndim: int | None = None) -> np.ndarray:
-    """``value`` as a finite float array, optionally of a given rank."""
+def as_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
+    """``value`` as a finite float array, optionally of a given rank.
+
+    Args:
+        name: The parameter's name, for the error message.
+        value: Anything ``np.asarray(value, dtype=float)`` accepts.
+        ndim: The required number of dimensions; ``None`` accepts any.
+
+    Returns:
+        The value as a float ``np.ndarray`` (of rank ``ndim`` when given).
+
+    Raises:
+        ValueError: If ``value`` is not numeric, has the wrong rank, or is not finite.
+    """
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError) as err:
@@ -20,8 +33,21 @@ def as_array(name: str, value, ndim: int | None = None) -> np.ndarray:
     return arr
 
 
-def positive(name: str, value, *, allow_zero: bool = False) -> float:
-    """``value`` as a float ``> 0`` (``>= 0`` with ``allow_zero``)."""
+def positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """``value`` as a float ``> 0`` (``>= 0`` with ``allow_zero``).
+
+    Args:
+        name: The parameter's name, for the error message.
+        value: A finite numeric scalar.
+        allow_zero: Accept ``0`` as well.
+
+    Returns:
+        The value as a Python ``float``.
+
+    Raises:
+        ValueError: If ``value`` is not a finite scalar, or is negative (or zero without
+            ``allow_zero``).
+    """
     x = float(as_array(name, value, ndim=0))
     if x < 0 or (x == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
@@ -29,8 +55,20 @@ def positive(name: str, value, *, allow_zero: bool = False) -> float:
     return x
 
 
-def integer(name: str, value, minimum: int) -> int:
-    """``value`` as an integer ``>= minimum`` (a float with an integer value is accepted)."""
+def integer(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an integer ``>= minimum`` (a float with an integer value is accepted).
+
+    Args:
+        name: The parameter's name, for the error message.
+        value: An integer, or a float with an integer value (not a ``bool`` or ``str``).
+        minimum: The smallest value accepted.
+
+    Returns:
+        The value as a Python ``int``.
+
+    Raises:
+        ValueError: If ``value`` is not an integer, or is below ``minimum``.
+    """
     try:
         ok = not isinstance(value, (bool, str)) and float(value).is_integer()
     except (TypeError, ValueError, OverflowError):
@@ -43,8 +81,20 @@ def integer(name: str, value, minimum: int) -> int:
     return n
 
 
-def choice(name: str, value, options: Sequence[str]) -> str:
-    """``value`` as one of ``options``; hyphens are read as underscores (``bayes-softmax``)."""
+def choice(name: str, value: Any, options: Sequence[str]) -> str:
+    """``value`` as one of ``options``; hyphens are read as underscores (``bayes-softmax``).
+
+    Args:
+        name: The parameter's name, for the error message.
+        value: The string to check.
+        options: The accepted strings.
+
+    Returns:
+        The matching entry of ``options`` (``value`` itself, or with hyphens replaced).
+
+    Raises:
+        ValueError: If ``value`` is not a string or matches no option.
+    """
     if isinstance(value, str):
         for v in (value, value.replace("-", "_")):
             if v in options:
@@ -52,16 +102,40 @@ def choice(name: str, value, options: Sequence[str]) -> str:
     raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
 
 
-def positive_list(name: str, values, *, allow_zero: bool = False) -> list[float]:
-    """A non-empty list of floats, each as :func:`positive`."""
+def positive_list(name: str, values: Any, *, allow_zero: bool = False) -> list[float]:
+    """A non-empty list of floats, each as :func:`positive`.
+
+    Args:
+        name: The parameter's name, for the error message.
+        values: A number or a 1-D sequence of numbers (a scalar becomes a list of one).
+        allow_zero: Accept zeros as well.
+
+    Returns:
+        The values as a list of Python ``float``.
+
+    Raises:
+        ValueError: If ``values`` is empty, not 1-D, or has an entry :func:`positive` rejects.
+    """
     vals = np.atleast_1d(as_array(name, values))
     if vals.ndim != 1 or vals.size == 0:
         raise ValueError(f"{name} must be a non-empty list of numbers, got {values!r}")
     return [positive(name, v, allow_zero=allow_zero) for v in vals]
 
 
-def integer_list(name: str, values, minimum: int) -> list[int]:
-    """A non-empty list of integers, each as :func:`integer`."""
+def integer_list(name: str, values: Any, minimum: int) -> list[int]:
+    """A non-empty list of integers, each as :func:`integer`.
+
+    Args:
+        name: The parameter's name, for the error message.
+        values: An integer or a 1-D sequence of integers (a scalar becomes a list of one).
+        minimum: The smallest value accepted.
+
+    Returns:
+        The values as a list of Python ``int``.
+
+    Raises:
+        ValueError: If ``values`` is empty, not 1-D, or has an entry :func:`integer` rejects.
+    """
     vals = np.atleast_1d(np.asarray(values, dtype=object))
     if vals.ndim != 1 or vals.size == 0:
         raise ValueError(f"{name} must be a non-empty list of integers, got {values!r}")

@@ -13,12 +13,21 @@ import os
 
 import jax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import PyTree
 
 
 def use_cpu_cores(n: int | None = None) -> bool:
     """Ask XLA for ``n`` CPU host devices (default: one per core). Call it before JAX starts its
     backends (before the first computation); returns whether it took effect. The command line
-    calls it; the Python API leaves the choice to the user."""
+    calls it; the Python API leaves the choice to the user.
+
+    Args:
+        n: The number of CPU devices; ``None`` (or 0) means ``os.cpu_count()``.
+
+    Returns:
+        ``True`` if ``jax_num_cpu_devices`` was set; ``False`` if the backends had already started
+            or ``XLA_FLAGS`` already sets ``xla_force_host_platform_device_count``.
+    """
     n = n or os.cpu_count() or 1
     if backends_started():
         return False  # too late to change the devices (e.g. called inside a Python session)
@@ -29,7 +38,12 @@ def use_cpu_cores(n: int | None = None) -> bool:
 
 
 def backends_started() -> bool:
-    """Whether JAX has started its backends (after which the device count is fixed)."""
+    """Whether JAX has started its backends (after which the device count is fixed).
+
+    Returns:
+        ``True`` once the backends are initialised, and also when JAX's private API to ask has
+            moved; ``False`` before.
+    """
     try:
         from jax._src import xla_bridge
 
@@ -39,14 +53,33 @@ def backends_started() -> bool:
 
 
 def grid_mesh(n_streams: int, devices=None) -> Mesh:
-    """A 1-D mesh ``("grid",)`` over as many devices as evenly divide ``n_streams``."""
+    """A 1-D mesh ``("grid",)`` over as many devices as evenly divide ``n_streams``.
+
+    Args:
+        n_streams: The length of the grid's leading (stream) axis.
+        devices (Sequence[jax.Device] | None): The devices to use (default:
+            ``jax.local_devices()``).
+
+    Returns:
+        A ``jax.sharding.Mesh`` with axis ``"grid"`` over the first ``d`` devices, ``d`` the
+            largest count not above ``len(devices)`` that divides ``n_streams``.
+    """
     devices = list(jax.local_devices() if devices is None else devices)
     d = max(k for k in range(1, len(devices) + 1) if n_streams % k == 0)
     return Mesh(devices[:d], ("grid",))
 
 
-def shard_streams(tree, devices=None):
-    """Place a pytree whose leaves share a leading stream axis on :func:`grid_mesh`."""
+def shard_streams(tree: PyTree, devices=None) -> PyTree:
+    """Place a pytree whose leaves share a leading stream axis on :func:`grid_mesh`.
+
+    Args:
+        tree: A pytree of arrays, each of shape ``(n_streams, ...)``.
+        devices (Sequence[jax.Device] | None): The devices to use (default:
+            ``jax.local_devices()``).
+
+    Returns:
+        The same pytree, its leaves sharded along the leading axis over the mesh.
+    """
     n = jax.tree_util.tree_leaves(tree)[0].shape[0]
     sharding = NamedSharding(grid_mesh(n, devices), PartitionSpec("grid"))
     return jax.device_put(tree, sharding)

@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
+
+if TYPE_CHECKING:
+    from arviz import InferenceData
 
 
 def _split(x: np.ndarray) -> np.ndarray:
@@ -33,10 +38,18 @@ def _estimators():
     return rhat, n_eff
 
 
-def split_rhat(x) -> np.ndarray | float:
+def split_rhat(x: ArrayLike) -> np.ndarray | float:
     """Split R-hat of draws ``x`` ``(chain, draw, ...)``, over the trailing dimensions: near 1 for
     mixed chains, far above 1 when chains sit in different modes (``NaN`` with fewer than 4 draws
-    per chain)."""
+    per chain).
+
+    Args:
+        x: Draws of shape ``(chain, draw, ...)`` (array-like; computed in float32).
+
+    Returns:
+        A ``float`` for ``x`` of shape ``(chain, draw)``, else an ``np.ndarray`` of the trailing
+            shape ``x.shape[2:]``.
+    """
     x = np.asarray(x, np.float32)
     if x.ndim < 2 or x.shape[1] < 4:
         return float("nan") if x.ndim <= 2 else np.full(x.shape[2:], np.nan)
@@ -44,9 +57,17 @@ def split_rhat(x) -> np.ndarray | float:
     return float(r) if r.ndim == 0 else r
 
 
-def ess(x) -> np.ndarray | float:
+def ess(x: ArrayLike) -> np.ndarray | float:
     """Effective sample size of draws ``x`` ``(chain, draw, ...)``, all chains together, over the
-    trailing dimensions."""
+    trailing dimensions.
+
+    Args:
+        x: Draws of shape ``(chain, draw, ...)`` (array-like; computed in float32).
+
+    Returns:
+        A ``float`` for ``x`` of shape ``(chain, draw)``, else an ``np.ndarray`` of the trailing
+            shape ``x.shape[2:]``; ``NaN`` with fewer than 4 draws per chain.
+    """
     x = np.asarray(x, np.float32)
     if x.ndim < 2 or x.shape[1] < 4:
         return float("nan") if x.ndim <= 2 else np.full(x.shape[2:], np.nan)
@@ -57,7 +78,18 @@ def ess(x) -> np.ndarray | float:
 def add_diagnostics(ds: xr.Dataset, variables: Sequence[str], exclude: str | None = "diverged") -> xr.Dataset:
     """``ds`` with ``rhat_<v>`` and ``ess_<v>`` for each of ``variables`` (which have dimensions
     ``chain`` and ``draw``), over the remaining dimensions; chains flagged in ``exclude`` (a
-    boolean over ``chain`` and the other dimensions) are left out."""
+    boolean over ``chain`` and the other dimensions) are left out.
+
+    Args:
+        ds: A sampler's dataset.
+        variables: Names of variables of ``ds`` with dimensions ``chain`` and ``draw``.
+        exclude: Name of a boolean variable flagging chains to leave out (ignored if ``None`` or
+            absent from ``ds``).
+
+    Returns:
+        A copy of ``ds`` with ``rhat_<v>`` and ``ess_<v>`` added for each ``v``, over the
+            dimensions of ``v`` other than ``chain`` and ``draw``.
+    """
     out = ds.copy()
     for v in variables:
         x = ds[v]
@@ -66,7 +98,7 @@ def add_diagnostics(ds: xr.Dataset, variables: Sequence[str], exclude: str | Non
         rest = [d for d in x.dims if d not in ("chain", "draw")]
         x = x.transpose("chain", "draw", *rest)
         a = x.values.reshape(x.shape[:2] + (-1,))  # (chain, draw, point)
-        ok = np.isfinite(a).all(axis=1)  # (chain, point): chains that did not diverge
+        ok = np.asarray(np.isfinite(a).all(axis=1))  # (chain, point): chains that did not diverge
         if ok.all():  # the usual case: every point at once
             r, e = split_rhat(a), ess(a)
         else:
@@ -80,11 +112,25 @@ def add_diagnostics(ds: xr.Dataset, variables: Sequence[str], exclude: str | Non
     return out
 
 
-def to_arviz(ds: xr.Dataset, variables: Sequence[str] | None = None):
+def to_arviz(ds: xr.Dataset, variables: Sequence[str] | None = None) -> InferenceData:
     """An ``arviz.InferenceData`` of a sampler's dataset: a ``posterior`` group of dimensions
     ``(chain, draw, ...)`` holding ``variables`` (default: every variable with both), and a
     ``sample_stats`` group with ``diverging`` ``(chain, draw, ...)`` where the dataset flags
-    diverged chains. Needs ``arviz`` (``pip install "jaxattn[arviz]"``)."""
+    diverged chains. Needs ``arviz`` (``pip install "jaxattn[arviz]"``).
+
+    Args:
+        ds: A sampler's dataset, with dimensions ``chain`` and ``draw``.
+        variables: Names of the variables to put in ``posterior`` (default: every variable with
+            dimensions ``chain`` and ``draw``).
+
+    Returns:
+        The ``arviz.InferenceData``; its ``posterior`` attributes are the ``str``, ``int`` and
+            ``float`` attributes of ``ds``.
+
+    Raises:
+        ImportError: If ``arviz`` is not installed.
+        ValueError: If ``ds`` lacks ``chain`` or ``draw``, or a name in ``variables`` is not in it.
+    """
     try:
         import arviz as az
     except ImportError as err:
@@ -98,14 +144,14 @@ def to_arviz(ds: xr.Dataset, variables: Sequence[str] | None = None):
     )
     missing = [k for k in names if k not in ds]
     if missing:
-        raise ValueError(f"no variable {missing[0]!r} in the dataset (has: {', '.join(ds.data_vars)})")
+        raise ValueError(f"no variable {missing[0]!r} in the dataset (has: {', '.join(map(str, ds.data_vars))})")
     post = ds[names]
     post = post.transpose("chain", "draw", *[d for d in post.dims if d not in ("chain", "draw")])
-    groups = {"posterior": post}
+    groups: dict[str, Any] = {"posterior": post}
     if "diverged" in ds:
         div = ds["diverged"].broadcast_like(ds[names[0]]).rename("diverging")
         groups["sample_stats"] = div.transpose("chain", "draw", ...).to_dataset()
     attrs = {k: v for k, v in ds.attrs.items() if isinstance(v, str | int | float)}
     idata = az.InferenceData(**groups)
-    idata.posterior.attrs.update(attrs)
+    idata.posterior.attrs.update(attrs)  # pyright: ignore[reportAttributeAccessIssue]
     return idata

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Iterator
 
 import jax
 
@@ -46,7 +47,15 @@ _WARNED: set[str] = set()
 
 def slow_float64(device=None) -> bool:
     """Whether float64 is slow on ``device`` (default: JAX's first device): a TPU, or a GPU not in
-    :data:`FAST_FLOAT64_GPUS` (by its ``device_kind``)."""
+    :data:`FAST_FLOAT64_GPUS` (by its ``device_kind``).
+
+    Args:
+        device (jax.Device | None): The device; ``None`` means ``jax.devices()[0]``.
+
+    Returns:
+        ``True`` on a TPU or a GPU whose ``device_kind`` matches none of
+            :data:`FAST_FLOAT64_GPUS`; ``False`` otherwise (CPUs included).
+    """
     device = device or jax.devices()[0]
     if device.platform == "tpu":
         return True
@@ -57,7 +66,11 @@ def slow_float64(device=None) -> bool:
 
 
 def warn_if_slow(device=None) -> None:
-    """Warn once per device kind if float64 is slow there (:class:`Float64Warning`)."""
+    """Warn once per device kind if float64 is slow there (:class:`Float64Warning`).
+
+    Args:
+        device (jax.Device | None): The device; ``None`` means ``jax.devices()[0]``.
+    """
     device = device or jax.devices()[0]
     if not slow_float64(device) or device.device_kind in _WARNED:
         return
@@ -77,8 +90,16 @@ def warn_if_slow(device=None) -> None:
 
 
 @contextlib.contextmanager
-def float64(device=None):
-    """A float64 block for the theory: ``jax.enable_x64(True)``, with the slow-device warning."""
+def float64(device=None) -> Iterator[None]:
+    """A float64 block for the theory: ``jax.enable_x64(True)``, with the slow-device warning.
+
+    Args:
+        device (jax.Device | None): The device checked by :func:`warn_if_slow`; ``None`` means
+            ``jax.devices()[0]``.
+
+    Yields:
+        Nothing (``None``); the body of the ``with`` block runs with float64 enabled.
+    """
     warn_if_slow(device)
     with jax.enable_x64(True):
         yield

@@ -25,7 +25,17 @@ from jaxattn.core import checks
 class Axis:
     """One axis of an experiment. ``kind`` is ``"int"``, ``"float"`` or ``"str"``; ``check``
     validates and normalises one value; ``shared`` marks a hyper-parameter that shares the data
-    stream of its grid point's other values."""
+    stream of its grid point's other values.
+
+    Attributes:
+        name: The axis (and keyword) name.
+        kind: ``"int"``, ``"float"`` or ``"str"``.
+        default: The value used when the axis is not swept.
+        check: Validates and normalises one value (raises ``ValueError`` naming the axis).
+        shared: Grid points differing only in shared axes see the same data stream.
+        help: One line of help text for the command line.
+        options: The allowed values of a ``"str"`` (choice) axis; empty otherwise.
+    """
 
     name: str
     kind: str
@@ -36,7 +46,17 @@ class Axis:
     options: tuple[str, ...] = ()
 
     def validate(self, values) -> tuple:
-        """A scalar or a list of values, checked, normalised and free of repeats."""
+        """A scalar or a list of values, checked, normalised and free of repeats.
+
+        Args:
+            values: One value, or a list, tuple, range or 1-d array of values.
+
+        Returns:
+            The values after ``check``, as a tuple.
+
+        Raises:
+            ValueError: If there are no values, a value fails ``check``, or values repeat.
+        """
         vals = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
         if not vals:
             raise ValueError(f"{self.name} must be a non-empty list of values, got {values!r}")
@@ -47,23 +67,61 @@ class Axis:
 
 
 def int_axis(name: str, default: int, minimum: int, *, shared: bool = False, help: str = "") -> Axis:
-    """An integer axis ``>= minimum``."""
+    """An integer axis ``>= minimum``.
+
+    Args:
+        name: The axis name.
+        default: Its default value.
+        minimum: The smallest allowed value.
+        shared: Whether the axis shares its grid point's data stream.
+        help: One line of help text.
+
+    Returns:
+        An ``Axis`` of kind ``"int"``.
+    """
     return Axis(name, "int", default, lambda v: checks.integer(name, v, minimum), shared, help)
 
 
 def float_axis(name: str, default: float, *, allow_zero: bool = False, shared: bool = False, help: str = "") -> Axis:
-    """A positive (or non-negative) real axis."""
+    """A positive (or non-negative) real axis.
+
+    Args:
+        name: The axis name.
+        default: Its default value (converted to ``float``).
+        allow_zero: Accept ``0`` (a non-negative rather than positive axis).
+        shared: Whether the axis shares its grid point's data stream.
+        help: One line of help text.
+
+    Returns:
+        An ``Axis`` of kind ``"float"``.
+    """
     return Axis(name, "float", float(default), lambda v: checks.positive(name, v, allow_zero=allow_zero), shared, help)
 
 
 def choice_axis(name: str, default: str, options: tuple[str, ...], *, shared: bool = False, help: str = "") -> Axis:
-    """An axis over named choices (hyphens read as underscores)."""
+    """An axis over named choices (hyphens read as underscores).
+
+    Args:
+        name: The axis name.
+        default: Its default choice.
+        options: The allowed choices.
+        shared: Whether the axis shares its grid point's data stream.
+        help: One line of help text.
+
+    Returns:
+        An ``Axis`` of kind ``"str"`` with ``options`` set.
+    """
     return Axis(name, "str", default, lambda v: checks.choice(name, v, options), shared, help, tuple(options))
 
 
 @dataclass(frozen=True)
 class Dim:
-    """One dimension of a grid: a plain axis (one variable) or a zipped group (several)."""
+    """One dimension of a grid: a plain axis (one variable) or a zipped group (several).
+
+    Attributes:
+        name: The axis name, or the zipped group's name.
+        values: Each variable's values along the dimension (tuples of equal length).
+    """
 
     name: str
     values: dict[str, tuple]  # variable -> its values along the dimension (equal lengths)
@@ -75,14 +133,29 @@ class Dim:
 
 @dataclass(frozen=True)
 class Grid:
-    """The outer product of its dimensions, flattened with the first dimension outermost."""
+    """The outer product of its dimensions, flattened with the first dimension outermost.
+
+    Attributes:
+        dims: The dimensions, outermost first.
+    """
 
     dims: tuple[Dim, ...]
 
     @classmethod
     def from_values(cls, axes: dict[str, Axis], values: dict[str, Any]) -> Grid:
         """A grid with one plain dimension per entry of ``values`` (in that order), each checked
-        by its axis."""
+        by its axis.
+
+        Args:
+            axes: The experiment's axes by name.
+            values: Axis name -> a value or a list of values.
+
+        Returns:
+            The ``Grid``.
+
+        Raises:
+            ValueError: If a name is not an axis or its values fail :meth:`Axis.validate`.
+        """
         dims = []
         for name, v in values.items():
             if name not in axes:
@@ -103,19 +176,39 @@ class Grid:
         return [v for d in self.dims for v in d.values]
 
     def points(self) -> list[tuple]:
-        """Every grid point as a tuple of its variables' values (flat order)."""
+        """Every grid point as a tuple of its variables' values (flat order).
+
+        Returns:
+            One tuple per point (``n_points`` of them, ordered as :attr:`variables`); ``[()]``
+                for a grid without dimensions.
+        """
         if not self.dims:
             return [()]
         idx = np.indices(self.shape).reshape(len(self.dims), -1).T
         return [tuple(v[i] for d, i in zip(self.dims, row) for v in d.values.values()) for row in idx]
 
     def to_json(self) -> list:
+        """The grid as JSON-ready data.
+
+        Returns:
+            ``[[dim name, {variable: [values]}], ...]``, one entry per dimension.
+        """
         return [[d.name, {k: list(v) for k, v in d.values.items()}] for d in self.dims]
 
 
 def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> tuple | None:
     """The values of one axis in a sweep file: a list, a scalar, or a table
-    ``range``/``linspace``/``logspace`` (``integer = true`` rounds)."""
+    ``range``/``linspace``/``logspace`` (``integer = true`` rounds).
+
+    Args:
+        path: Where the values are in the file (used in the messages), e.g. ``"grid.L"``.
+        spec: The TOML value: a list, a scalar or a one-entry range table.
+        problems: Messages about invalid values are appended here.
+        unique: Report repeated values in a list as a problem.
+
+    Returns:
+        The values as a tuple, or ``None`` (with a message in ``problems``) if invalid.
+    """
     if isinstance(spec, list):
         if not spec:
             problems.append(f"{path}: empty list of values")
@@ -165,7 +258,15 @@ def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> t
 
 
 def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
-    """A sweep file's ``[grid]`` table as dimensions (values not yet checked by their axes)."""
+    """A sweep file's ``[grid]`` table as dimensions (values not yet checked by their axes).
+
+    Args:
+        grid: The ``[grid]`` table: axis name -> values, and optionally ``zip`` -> group tables.
+        problems: Messages about invalid entries are appended here (those entries are skipped).
+
+    Returns:
+        The valid dimensions, in table order.
+    """
     dims: list[Dim] = []
     for name, spec in grid.items():
         if name == "zip":
@@ -177,8 +278,9 @@ def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
                 if not isinstance(axes, dict) or not axes:
                     problems.append(f"{path}: expected a table of axes, each a list of values")
                     continue
-                vals = {k: parse_values(f"{path}.{k}", v, problems, unique=False) for k, v in axes.items()}
-                if any(v is None for v in vals.values()):
+                parsed = {k: parse_values(f"{path}.{k}", v, problems, unique=False) for k, v in axes.items()}
+                vals = {k: v for k, v in parsed.items() if v is not None}
+                if len(vals) != len(parsed):
                     continue
                 lengths = {k: len(v) for k, v in vals.items()}
                 if len(set(lengths.values())) != 1:
@@ -198,7 +300,17 @@ def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
 
 def check_dims(dims: list[Dim], axes: dict[str, Axis], problems: list[str], where=None) -> list[Dim]:
     """Each variable's values checked (and normalised) by its axis; ``where(dim, var)`` gives the
-    path used in the messages."""
+    path used in the messages.
+
+    Args:
+        dims: The dimensions to check.
+        axes: The experiment's axes by name.
+        problems: Messages about unknown axes and invalid values are appended here.
+        where: ``where(dim, var)`` -> the path named in a message; ``None`` uses the variable name.
+
+    Returns:
+        The dimensions whose variables all pass, with normalised values.
+    """
     out = []
     for d in dims:
         vals = {}

@@ -29,10 +29,16 @@ import jax
 
 from jaxattn.engine.files import atomic_write
 
-_STATE = {"programs": None}
+_STATE: dict[str, str | None] = {"programs": None}
 
 
 def root() -> str:
+    """The cache folder: ``$JAXATTN_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxattn`` (by default
+    ``~/.cache/jaxattn``).
+
+    Returns:
+        The folder's path (not created).
+    """
     if os.environ.get("JAXATTN_CACHE_DIR"):
         return os.environ["JAXATTN_CACHE_DIR"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -40,12 +46,24 @@ def root() -> str:
 
 
 def disabled() -> bool:
+    """Whether ``JAXATTN_NO_CACHE`` turns the caches off.
+
+    Returns:
+        ``True`` if ``JAXATTN_NO_CACHE`` is set to anything but empty, ``0``, ``false`` or ``no``.
+    """
     return os.environ.get("JAXATTN_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def enable(path: str | None = None) -> str | None:
     """Turn both caches on (unless disabled); returns their folder. A compilation-cache folder
-    the user already gave JAX (``jax_compilation_cache_dir``) is kept."""
+    the user already gave JAX (``jax_compilation_cache_dir``) is kept.
+
+    Args:
+        path: The cache folder; ``None`` means :func:`root`.
+
+    Returns:
+        The folder, or ``None`` if the caches are disabled or the folder cannot be created.
+    """
     if disabled():
         return None
     path = path or root()
@@ -53,7 +71,7 @@ def enable(path: str | None = None) -> str | None:
         os.makedirs(os.path.join(path, "programs"), exist_ok=True)
     except OSError:
         return None  # a read-only home: run without the caches
-    if not jax.config.jax_compilation_cache_dir:
+    if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
         jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
         # every program, the small ones too: a second process then compiles nothing at all
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -62,7 +80,11 @@ def enable(path: str | None = None) -> str | None:
 
 
 def program_dir() -> str | None:
-    """Where exported programs are kept (``None``: not kept)."""
+    """Where exported programs are kept (``None``: not kept).
+
+    Returns:
+        The ``programs/`` folder set by :func:`enable`, or ``None``.
+    """
     return _STATE["programs"]
 
 
@@ -87,14 +109,29 @@ def _code_hash(fn) -> str:
 
 
 def fingerprint(experiment, static, name: str, signature: tuple, platform: str, x64: bool) -> str | None:
-    """The key of one program, or ``None`` where its sources cannot be read."""
+    """The key of one program, or ``None`` where its sources cannot be read.
+
+    Args:
+        experiment: The experiment (its class's source file, ``name`` and class name count).
+        static: The experiment's static configuration (by ``repr``).
+        name: The program's name within the experiment.
+        signature: The shapes and dtypes of the program's inputs.
+        platform: The JAX platform, e.g. ``"cpu"``.
+        x64: Whether float64 is enabled.
+
+    Returns:
+        A 32-hex-digit key, or ``None`` where a source cannot be read.
+    """
     import inspect
 
     from jaxattn.core.attention import registered_activations
     from jaxattn.version import __version__
 
     try:
-        with open(inspect.getsourcefile(type(experiment)), "rb") as fh:
+        source = inspect.getsourcefile(type(experiment))
+        if source is None:
+            return None
+        with open(source, "rb") as fh:
             module = hashlib.sha256(fh.read()).hexdigest()
         acts = tuple((n, _code_hash(fn), agg) for n, (fn, agg) in sorted(registered_activations().items()))
     except (OSError, TypeError, AttributeError):
@@ -105,7 +142,7 @@ def fingerprint(experiment, static, name: str, signature: tuple, platform: str, 
         (
             "jaxattn-program-v1",
             jax.__version__,
-            jaxlib.__version__,
+            jaxlib.__version__,  # pyright: ignore[reportPrivateImportUsage]
             __version__,
             _package_hash(),
             module,
@@ -122,8 +159,16 @@ def fingerprint(experiment, static, name: str, signature: tuple, platform: str, 
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def load_program(key: str):
-    """A stored ``(exported, out_treedef)``, or ``None``."""
+def load_program(key: str | None):
+    """A stored ``(exported, out_treedef)``, or ``None``.
+
+    Args:
+        key: The program's :func:`fingerprint`; ``None`` loads nothing.
+
+    Returns:
+        ``(jax.export.Exported, output treedef)``, or ``None`` if the programs cache is off or
+            the program is not stored (or unreadable).
+    """
     d = program_dir()
     if d is None or key is None:
         return None
@@ -136,7 +181,14 @@ def load_program(key: str):
         return None
 
 
-def save_program(key: str, exported, out_def) -> None:
+def save_program(key: str | None, exported, out_def) -> None:
+    """Store an exported program under its key (atomically; silently skipped where it cannot be).
+
+    Args:
+        key: The program's :func:`fingerprint`; ``None`` stores nothing.
+        exported: The ``jax.export.Exported`` program.
+        out_def: The treedef of its outputs.
+    """
     d = program_dir()
     if d is None or key is None:
         return

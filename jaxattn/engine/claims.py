@@ -33,7 +33,17 @@ DEFAULT_TIMEOUT = 300.0  # seconds without a heartbeat after which a claim is st
 
 @dataclass(frozen=True)
 class Claim:
-    """Who holds a chunk: ``heartbeat`` is the claim file's modification time."""
+    """Who holds a chunk: ``heartbeat`` is the claim file's modification time.
+
+    Attributes:
+        chunk: The chunk's id.
+        host: The claiming worker's host name.
+        pid: Its process id.
+        worker: Its worker label.
+        token: A random token identifying this claim.
+        time: When the claim was made (seconds since the epoch).
+        heartbeat: The claim file's modification time (seconds since the epoch).
+    """
 
     chunk: int
     host: str
@@ -44,14 +54,41 @@ class Claim:
     heartbeat: float
 
     def age(self, now: float | None = None) -> float:
+        """Seconds since the last heartbeat.
+
+        Args:
+            now: The current time; ``None`` means ``time.time()``.
+
+        Returns:
+            ``now - heartbeat``.
+        """
         return (time.time() if now is None else now) - self.heartbeat
 
 
 def claim_path(root: str, cid: int) -> str:
+    """The claim file of a chunk.
+
+    Args:
+        root: The sweep's folder.
+        cid: The chunk's id.
+
+    Returns:
+        ``root/claims/cNNNNNN.json``.
+    """
     return os.path.join(root, "claims", f"c{cid:06d}.json")
 
 
 def read(root: str, cid: int, path: str | None = None) -> Claim | None:
+    """The claim on a chunk, read from its file.
+
+    Args:
+        root: The sweep's folder.
+        cid: The chunk's id.
+        path: The file to read; ``None`` means :func:`claim_path`.
+
+    Returns:
+        The ``Claim``, or ``None`` if there is none (or the file is partial or invalid).
+    """
     path = path or claim_path(root, cid)
     try:
         with open(path, encoding="utf-8") as f:
@@ -62,6 +99,14 @@ def read(root: str, cid: int, path: str | None = None) -> Claim | None:
 
 
 def all_claims(root: str) -> dict[int, Claim]:
+    """Every readable claim of a sweep.
+
+    Args:
+        root: The sweep's folder.
+
+    Returns:
+        Chunk id -> its :class:`Claim` (empty if there is no ``claims/`` folder).
+    """
     d = os.path.join(root, "claims")
     out = {}
     for name in os.listdir(d) if os.path.isdir(d) else ():
@@ -73,7 +118,16 @@ def all_claims(root: str) -> dict[int, Claim]:
 
 
 def acquire(root: str, cid: int, worker: str) -> Claim | None:
-    """Claim chunk ``cid`` for this process, or ``None`` if someone holds it."""
+    """Claim chunk ``cid`` for this process, or ``None`` if someone holds it.
+
+    Args:
+        root: The sweep's folder.
+        cid: The chunk's id.
+        worker: This worker's label.
+
+    Returns:
+        The new :class:`Claim`, or ``None`` if the claim file already exists.
+    """
     path = claim_path(root, cid)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     now = time.time()
@@ -88,7 +142,18 @@ def is_stale(
     claim: Claim, timeout: float, worker: str | None = None, reclaim: frozenset = frozenset(), now: float | None = None
 ) -> bool:
     """Whether ``claim`` may be taken over by this process (see the module's docstring);
-    ``reclaim`` holds the tokens of the claims found when a ``--reclaim`` run started."""
+    ``reclaim`` holds the tokens of the claims found when a ``--reclaim`` run started.
+
+    Args:
+        claim: The claim to judge.
+        timeout: Seconds without a heartbeat after which a claim is stale.
+        worker: This worker's label; a claim by another process with the same label is stale.
+        reclaim: Tokens of claims that are stale regardless.
+        now: The current time; ``None`` means ``time.time()``.
+
+    Returns:
+        ``True`` if the claim may be taken over (never for this process's own claims).
+    """
     if claim.host == HOST and claim.pid == os.getpid():
         return False  # our own
     if claim.token in reclaim:
@@ -101,7 +166,16 @@ def is_stale(
 
 
 def take_over(root: str, claim: Claim, worker: str) -> Claim | None:
-    """Take a stale claim: rename it away (one taker wins), then claim anew."""
+    """Take a stale claim: rename it away (one taker wins), then claim anew.
+
+    Args:
+        root: The sweep's folder.
+        claim: The stale claim, as read.
+        worker: This worker's label.
+
+    Returns:
+        The new :class:`Claim`, or ``None`` if another worker won or the claim changed hands.
+    """
     path = claim_path(root, claim.chunk)
     tomb = f"{path}.stale-{HOST}-{os.getpid()}-{secrets.token_hex(3)}"
     try:
@@ -121,7 +195,12 @@ def take_over(root: str, claim: Claim, worker: str) -> Claim | None:
 
 
 def release(root: str, claim: Claim) -> None:
-    """Remove ``claim`` if it is still this one."""
+    """Remove ``claim`` if it is still this one.
+
+    Args:
+        root: The sweep's folder.
+        claim: The claim to remove (matched by its token).
+    """
     now = read(root, claim.chunk)
     if now is not None and now.token == claim.token:
         try:
@@ -131,7 +210,19 @@ def release(root: str, claim: Claim) -> None:
 
 
 class Heartbeat:
-    """Touch a claim every ``interval`` seconds while a chunk is computed (a context manager)."""
+    """Touch a claim every ``interval`` seconds while a chunk is computed (a context manager).
+
+    Args:
+        root: The sweep's folder.
+        claim: The claim to keep alive.
+        interval: Seconds between touches.
+
+    Attributes:
+        path: The claim file.
+        interval: Seconds between touches.
+        stop: Set on exit to stop the thread.
+        thread: The daemon thread that touches the file.
+    """
 
     def __init__(self, root: str, claim: Claim, interval: float):
         self.path, self.interval = claim_path(root, claim.chunk), interval

@@ -26,7 +26,15 @@ KINDS = ("int", "float", "bool", "str", "floats", "custom")
 @dataclasses.dataclass(frozen=True)
 class FieldSpec:
     """What the engine knows of one config field: its name, kind (one of :data:`KINDS`), whether
-    ``None`` is allowed, the default and the field's metadata."""
+    ``None`` is allowed, the default and the field's metadata.
+
+    Attributes:
+        name: The field's name.
+        kind: One of :data:`KINDS`.
+        optional: Whether ``None`` is allowed.
+        default: The field's default value.
+        metadata: The field's metadata (``help``, ``parse``, ``dump``, ``cli``).
+    """
 
     name: str
     kind: str
@@ -36,6 +44,7 @@ class FieldSpec:
 
     @property
     def help(self) -> str:
+        """The field's one line of help (``""`` if none)."""
         return self.metadata.get("help", "")
 
 
@@ -60,7 +69,14 @@ def _kind(hint) -> tuple[str, bool]:
 
 
 def field_specs(config_type: type) -> dict[str, FieldSpec]:
-    """Every field of ``config_type`` as a :class:`FieldSpec`, in declaration order."""
+    """Every field of ``config_type`` as a :class:`FieldSpec`, in declaration order.
+
+    Args:
+        config_type: A config dataclass type.
+
+    Returns:
+        Field name -> its :class:`FieldSpec`.
+    """
     hints = typing.get_type_hints(config_type)
     out = {}
     for f in dataclasses.fields(config_type):
@@ -73,7 +89,15 @@ def field_specs(config_type: type) -> dict[str, FieldSpec]:
 
 
 def check_value(spec: FieldSpec, value) -> str | None:
-    """``None`` if ``value`` has the field's type, else a message (TOML and JSON values)."""
+    """``None`` if ``value`` has the field's type, else a message (TOML and JSON values).
+
+    Args:
+        spec: The field.
+        value: A TOML or JSON value.
+
+    Returns:
+        ``None`` if the value fits (always for custom fields), else ``"expected ..., got ..."``.
+    """
     if value is None and spec.optional:
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -93,7 +117,16 @@ def check_value(spec: FieldSpec, value) -> str | None:
 
 
 def convert(spec: FieldSpec, value):
-    """A checked TOML/JSON value as the field's Python value."""
+    """A checked TOML/JSON value as the field's Python value.
+
+    Args:
+        spec: The field.
+        value: A value that passed :func:`check_value`.
+
+    Returns:
+        The value through the field's ``parse`` if it has one, floats as ``float``, lists of
+            numbers as tuples of floats, anything else (and ``None``) unchanged.
+    """
     if value is None:
         return None
     if "parse" in spec.metadata:
@@ -108,7 +141,17 @@ def convert(spec: FieldSpec, value):
 def from_mapping(config_type: type, mapping: dict, *, path: str = "fixed", skip=()) -> tuple[Any, list[str]]:
     """A validated config from a mapping of field values (a sweep file's ``[fixed]`` table minus
     its axis values). Returns ``(config, problems)``: ``config`` is ``None`` when there are
-    problems, every one of which is reported with its path (``fixed.D: expected int, got 'x'``)."""
+    problems, every one of which is reported with its path (``fixed.D: expected int, got 'x'``).
+
+    Args:
+        config_type: The config dataclass type.
+        mapping: Field name -> TOML value.
+        path: The prefix of the paths in the messages.
+        skip: Keys of ``mapping`` to ignore (the axis values).
+
+    Returns:
+        ``(config, problems)``: the validated config and ``[]``, or ``None`` and the messages.
+    """
     specs = field_specs(config_type)
     problems, kwargs = [], {}
     for key, value in mapping.items():
@@ -134,7 +177,14 @@ def from_mapping(config_type: type, mapping: dict, *, path: str = "fixed", skip=
 
 
 def to_json(config) -> dict:
-    """The config as JSON-safe values (custom fields through their ``dump``)."""
+    """The config as JSON-safe values (custom fields through their ``dump``).
+
+    Args:
+        config: A config dataclass instance.
+
+    Returns:
+        Field name -> value (tuples as lists).
+    """
     out = {}
     for name, spec in field_specs(type(config)).items():
         v = getattr(config, name)
@@ -147,7 +197,15 @@ def to_json(config) -> dict:
 
 
 def from_json(config_type: type, data: dict | str):
-    """Inverse of :func:`to_json` (unknown keys, from other versions, are ignored)."""
-    data = json.loads(data) if isinstance(data, str) else data
+    """Inverse of :func:`to_json` (unknown keys, from other versions, are ignored).
+
+    Args:
+        config_type: The config dataclass type.
+        data: The output of :func:`to_json`, as a dict or a JSON string.
+
+    Returns:
+        A ``config_type`` instance (not validated).
+    """
+    values: dict = json.loads(data) if isinstance(data, str) else data
     specs = field_specs(config_type)
-    return config_type(**{k: convert(specs[k], v) for k, v in data.items() if k in specs})
+    return config_type(**{k: convert(specs[k], v) for k, v in values.items() if k in specs})

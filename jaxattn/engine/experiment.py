@@ -44,7 +44,13 @@ from jaxattn.engine.axes import Axis
 
 class Layout(NamedTuple):
     """Each observable's dimensions after the grid's, their coordinates, and attributes for the
-    dataset (``long_name`` per variable)."""
+    dataset (``long_name`` per variable).
+
+    Attributes:
+        dims: Observable name -> the names of its own dimensions (after the grid's).
+        coords: Coordinate name -> its values, for those dimensions.
+        long_names: Observable name -> its ``long_name`` attribute.
+    """
 
     dims: dict[str, tuple[str, ...]]
     coords: dict[str, np.ndarray]
@@ -54,7 +60,17 @@ class Layout(NamedTuple):
 class Experiment:
     """Base class of the experiments (one instance per experiment, registered by name in
     :mod:`jaxattn.engine.registry`). Subclasses set the class attributes and implement
-    :meth:`setup`, :meth:`params`, :meth:`compute` and :meth:`layout`."""
+    :meth:`setup`, :meth:`params`, :meth:`compute` and :meth:`layout`.
+
+    Attributes:
+        name: The name the experiment is registered under.
+        doc: One line describing it.
+        config_type: Its config dataclass (fixed parameters).
+        axes: Its grid axes.
+        x64: Whether it is traced and run in float64 (the theory).
+        block: Default streams per block (``S``).
+        group: Default members per group (``M``) where axes are shared.
+    """
 
     name: str = ""
     doc: str = ""
@@ -67,62 +83,162 @@ class Experiment:
     # --- declared ----------------------------------------------------------------------------
     @property
     def axis(self) -> dict[str, Axis]:
+        """The axes by name."""
         return {a.name: a for a in self.axes}
 
     def shared_axes(self, config) -> frozenset[str]:
         """The axes whose points share a data stream under ``config`` (default: those declared
-        ``shared``)."""
+        ``shared``).
+
+        Args:
+            config: The run's config.
+
+        Returns:
+            The names of the shared axes.
+        """
         return frozenset(a.name for a in self.axes if a.shared)
 
     def default_group(self, config) -> int:
-        """Members per group when the run does not say: 1 where nothing is shared."""
+        """Members per group when the run does not say: 1 where nothing is shared.
+
+        Args:
+            config: The run's config.
+
+        Returns:
+            :attr:`group`, or 1 where no axis is shared under ``config``.
+        """
         return self.group if self.shared_axes(config) else 1
 
     def fields(self) -> tuple[str, ...]:
-        """The config fields a sweep file's ``[fixed]`` table and the command line may set."""
+        """The config fields a sweep file's ``[fixed]`` table and the command line may set.
+
+        Returns:
+            The field names of :attr:`config_type`, in declaration order.
+        """
         import dataclasses
 
         return tuple(f.name for f in dataclasses.fields(self.config_type))
 
     # --- implemented by each experiment --------------------------------------------------------
     def setup(self, config, values: dict[str, list]) -> tuple[Any, PyTree]:
-        """``(static, shared)`` for a run whose axes take ``values`` (every axis, a list each)."""
+        """``(static, shared)`` for a run whose axes take ``values`` (every axis, a list each).
+
+        Args:
+            config: The validated config.
+            values: Every axis name -> the sorted distinct values it takes in the run.
+
+        Returns:
+            ``(static, shared)``: a hashable ``static`` that fixes the compiled programs, and a
+                pytree of ``shared`` arrays replicated on every device.
+        """
         raise NotImplementedError
 
     def params(self, static, points: dict[str, list]) -> PyTree:
-        """Per-point inputs with a leading point axis, from the points' values alone."""
+        """Per-point inputs with a leading point axis, from the points' values alone.
+
+        Args:
+            static: From :meth:`setup`.
+            points: Every axis name -> its value at each point (equal-length lists).
+
+        Returns:
+            A pytree whose leaves are ``(n_points, ...)``.
+        """
         raise NotImplementedError
 
     def init(self, static, shared: PyTree, params: PyTree, n_groups: Int[Array, ""]) -> PyTree:
-        """The state of one block (leaves of ``params`` are ``(S, G, M, ...)``)."""
+        """The state of one block (leaves of ``params`` are ``(S, G, M, ...)``).
+
+        Args:
+            static: From :meth:`setup`.
+            shared: The shared arrays from :meth:`setup`.
+            params: The block's inputs, leaves ``(S, G, M, ...)``.
+            n_groups: The number of groups ``G`` in use (a runtime scalar).
+
+        Returns:
+            The block's initial state (a pytree).
+        """
         raise NotImplementedError
 
     def step(
         self, static, shared: PyTree, params: PyTree, state: PyTree, k: Int[Array, ""], n_groups: Int[Array, ""]
     ) -> PyTree:
-        """Segment ``k`` (a runtime index, ``0 <= k < n_segments``) of one block."""
+        """Segment ``k`` (a runtime index, ``0 <= k < n_segments``) of one block.
+
+        Args:
+            static: From :meth:`setup`.
+            shared: The shared arrays from :meth:`setup`.
+            params: The block's inputs, leaves ``(S, G, M, ...)``.
+            state: The block's state before the segment.
+            k: The segment's index (a runtime scalar).
+            n_groups: The number of groups ``G`` in use (a runtime scalar).
+
+        Returns:
+            The block's state after the segment (same structure as ``state``).
+        """
         raise NotImplementedError
 
     def finish(
         self, static, shared: PyTree, params: PyTree, state: PyTree, n_groups: Int[Array, ""]
     ) -> dict[str, Array]:
-        """The observables of one block, ``(S, G, M, *layout.dims[name])`` each."""
+        """The observables of one block, ``(S, G, M, *layout.dims[name])`` each.
+
+        Args:
+            static: From :meth:`setup`.
+            shared: The shared arrays from :meth:`setup`.
+            params: The block's inputs, leaves ``(S, G, M, ...)``.
+            state: The block's final state.
+            n_groups: The number of groups ``G`` in use (a runtime scalar).
+
+        Returns:
+            Observable name -> array ``(S, G, M, *layout.dims[name])``.
+        """
         raise NotImplementedError
 
     def layout(self, static) -> Layout:
+        """The observables' own dimensions and coordinates.
+
+        Args:
+            static: From :meth:`setup`.
+
+        Returns:
+            The ``Layout`` (dims, coords and long names per observable).
+        """
         raise NotImplementedError
 
     def bytes_per_point(self, static) -> int:
-        """Device memory one point needs (sizes chunks from a memory budget)."""
+        """Device memory one point needs (sizes chunks from a memory budget).
+
+        Args:
+            static: From :meth:`setup`.
+
+        Returns:
+            Bytes per point (default ``65536``).
+        """
         return 1 << 16
 
     def progress_units(self, static) -> tuple[np.ndarray, str]:
         """The progress each segment makes (its length is the number of segments) and the unit's
-        name, for the progress bar."""
+        name, for the progress bar.
+
+        Args:
+            static: From :meth:`setup`.
+
+        Returns:
+            ``(units, name)``: a 1-d array ``(n_segments,)`` of each segment's progress, and the
+                unit's name (default: one segment, ``"block"``).
+        """
         return np.ones(1), "block"
 
     def attrs(self, config, static) -> dict:
-        """Attributes for the dataset beyond the config (JSON-safe scalars)."""
+        """Attributes for the dataset beyond the config (JSON-safe scalars).
+
+        Args:
+            config: The run's config.
+            static: From :meth:`setup`.
+
+        Returns:
+            Attribute name -> value (default: none).
+        """
         return {}
 
     def __repr__(self) -> str:
@@ -132,10 +248,29 @@ class Experiment:
 class OneShot(Experiment):
     """An experiment computed in one segment, one group at a time (theory grids, ODE solves):
     subclasses implement :meth:`compute` for one ``(S, M)`` group instead of ``init``, ``step``
-    and ``finish``."""
+    and ``finish``.
+
+    Attributes:
+        name: As in :class:`Experiment`.
+        doc: As in :class:`Experiment`.
+        config_type: As in :class:`Experiment`.
+        axes: As in :class:`Experiment`.
+        x64: As in :class:`Experiment`.
+        block: As in :class:`Experiment`.
+        group: As in :class:`Experiment`.
+    """
 
     def compute(self, static, shared: PyTree, params: PyTree) -> dict[str, Array]:
-        """The observables of one group: leaves of ``params`` are ``(S, M, ...)``."""
+        """The observables of one group: leaves of ``params`` are ``(S, M, ...)``.
+
+        Args:
+            static: From :meth:`setup`.
+            shared: The shared arrays from :meth:`setup`.
+            params: One group's inputs, leaves ``(S, M, ...)``.
+
+        Returns:
+            Observable name -> array ``(S, M, *layout.dims[name])``.
+        """
         raise NotImplementedError
 
     def init(self, static, shared, params, n_groups):
@@ -154,7 +289,18 @@ def loop_over(fn: Callable[..., PyTree], n: Int[Array, ""], axis: int, *trees: P
 
     A loop whose trip count is a runtime value: every entry is computed by the same code (XLA can
     neither unroll nor inline it), so an entry's numbers do not depend on how many there are.
-    ``fn`` is traced once."""
+    ``fn`` is traced once.
+
+    Args:
+        fn: Takes one entry of each tree (``axis`` removed) and returns a pytree.
+        n: How many entries to compute (a runtime scalar, at most the axis's length).
+        axis: The axis looped over.
+        *trees: Pytrees whose leaves share the length of ``axis``.
+
+    Returns:
+        ``fn``'s outputs stacked along ``axis`` to the axis's full length (entries from ``n`` on
+            are zeros).
+    """
     tree = jax.tree_util
 
     def take(t, i):
@@ -177,10 +323,26 @@ def over_groups(fn: Callable[..., PyTree], n_groups: Int[Array, ""], *trees: PyT
     """``fn`` applied to each group of a block: ``trees`` have leaves ``(S, G, M, ...)``; ``fn``
     gets the ``(S, M, ...)`` slices of group ``g`` and returns a pytree of ``(S, M, ...)``
     leaves, stacked back into ``(S, G, M, ...)`` (:func:`loop_over` axis 1): a point's numbers
-    do not depend on how many groups its stream has."""
+    do not depend on how many groups its stream has.
+
+    Args:
+        fn: Takes the ``(S, M, ...)`` slices of one group of each tree, returns a pytree.
+        n_groups: How many groups to compute (a runtime scalar).
+        *trees: Pytrees with leaves ``(S, G, M, ...)``.
+
+    Returns:
+        ``fn``'s outputs with leaves ``(S, G, M, ...)`` (groups from ``n_groups`` on are zeros).
+    """
     return loop_over(fn, n_groups, 1, *trees)
 
 
 def stream_values(tree: PyTree) -> PyTree:
-    """The ``(S, ...)`` values of each stream (member ``[s, 0, 0]``) of ``(S, G, M, ...)`` leaves."""
+    """The ``(S, ...)`` values of each stream (member ``[s, 0, 0]``) of ``(S, G, M, ...)`` leaves.
+
+    Args:
+        tree: A pytree with leaves ``(S, G, M, ...)``.
+
+    Returns:
+        The same pytree with leaves ``(S, ...)``.
+    """
     return jax.tree_util.tree_map(lambda x: x[:, 0, 0], tree)

@@ -11,13 +11,26 @@ HOST = socket.gethostname()
 
 
 def tmp_name(path: str) -> str:
-    """A temporary name beside ``path``, unique to this host and process."""
+    """A temporary name beside ``path``, unique to this host and process.
+
+    Args:
+        path: The file the temporary stands for.
+
+    Returns:
+        ``.NAME.tmp-HOST-PID-RANDOM`` in ``path``'s folder.
+    """
     tag = f"{HOST}-{os.getpid()}-{secrets.token_hex(3)}"
     return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{tag}")
 
 
 def atomic_write(path: str, write) -> None:
-    """``write(tmp)`` then rename ``tmp`` onto ``path``."""
+    """``write(tmp)`` then rename ``tmp`` onto ``path``.
+
+    Args:
+        path: The file to write.
+        write: Called with a temporary path to write the content to; the temporary is removed
+            if it fails.
+    """
     tmp = tmp_name(path)
     try:
         write(tmp)
@@ -29,7 +42,15 @@ def atomic_write(path: str, write) -> None:
 
 def create_exclusive(path: str, text: str) -> bool:
     """Write ``text`` to ``path`` whole, unless ``path`` exists (of writers racing, exactly one
-    wins: :func:`exclusive_link`); returns whether this one did."""
+    wins: :func:`exclusive_link`); returns whether this one did.
+
+    Args:
+        path: The file to create.
+        text: Its content.
+
+    Returns:
+        ``True`` if this call created ``path``, ``False`` if it existed.
+    """
     tmp = tmp_name(path)
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
@@ -43,7 +64,14 @@ def create_exclusive(path: str, text: str) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host is running."""
+    """Whether process ``pid`` of this host is running.
+
+    Args:
+        pid: A process id on this host.
+
+    Returns:
+        ``True`` if the process exists (also when it belongs to another user).
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -56,7 +84,15 @@ def pid_alive(pid: int) -> bool:
 def exclusive_link(src: str, dst: str) -> None:
     """Put the whole file ``src`` at ``dst`` unless ``dst`` exists (``FileExistsError``): of
     writers racing, exactly one succeeds. A hard link where the file system has them, else an
-    exclusive create and a copy (readers may then briefly see a partial file)."""
+    exclusive create and a copy (readers may then briefly see a partial file).
+
+    Args:
+        src: The whole file to put in place.
+        dst: Where to put it.
+
+    Raises:
+        FileExistsError: If ``dst`` exists.
+    """
     try:
         os.link(src, dst)
         return

@@ -24,11 +24,27 @@ def _require():
         raise ImportError("jaxattn sweep submit needs submitit: pip install 'jaxattn[cluster]'")
 
 
-class SweepWorker(submitit.helpers.Checkpointable if submitit is not None else object):
+class SweepWorker(submitit.helpers.Checkpointable if submitit is not None else object):  # pyright: ignore[reportGeneralTypeIssues]
     """One task of the array: run the sweep (its text, so no file need be shared) as ``I/N``;
-    returns the ids of the chunks it computed."""
+    returns the ids of the chunks it computed.
+
+    Attributes:
+        checkpoint: Inherited from ``submitit.helpers.Checkpointable`` (where submitit is
+            installed): a preempted or timed-out task is requeued with the same arguments.
+    """
 
     def __call__(self, text: str, out: str, i: int, n: int) -> list[int]:
+        """Run the sweep as worker ``i`` of ``n``.
+
+        Args:
+            text: The sweep file's text.
+            out: The store's folder.
+            i: This worker's index, ``0 <= i < n``.
+            n: The number of workers.
+
+        Returns:
+            The ids of the chunks this worker computed.
+        """
         from jaxattn.core.devices import use_cpu_cores
 
         use_cpu_cores()
@@ -54,8 +70,29 @@ def submit(
     """Submit ``workers`` tasks of the sweep in ``file`` into the store ``out``; returns the jobs.
 
     The plan is written here first (and the file checked against an existing store), so a file
-    that differs from the store's is refused before anything is queued."""
+    that differs from the store's is refused before anything is queued.
+
+    Args:
+        file: The sweep file.
+        out: The store's folder.
+        executor: ``"slurm"``, or ``"local"`` for processes of this machine.
+        workers: The number of tasks (workers).
+        partition: The Slurm partition; ``None`` for the default.
+        gpus_per_node: GPUs per node; ``None`` for submitit's default.
+        cpus_per_task: CPUs per task; ``None`` for submitit's default.
+        mem_gb: Memory per node in GB; ``None`` for submitit's default.
+        time_min: The time limit of each task, in minutes.
+        folder: submitit's log folder; ``None`` means ``out/submitit``.
+
+    Returns:
+        The submitit jobs, one per worker.
+
+    Raises:
+        ImportError: If submitit is not installed.
+        ValueError: If ``executor`` or ``workers`` is invalid.
+    """
     _require()
+    assert submitit is not None
     if executor not in ("slurm", "local"):
         raise ValueError(f"executor must be 'slurm' or 'local', got {executor!r}")
     if workers < 1:
@@ -87,5 +124,12 @@ def submit(
 
 
 def wait(jobs) -> list[list[int]]:
-    """The chunks each job computed, once all have ended (a failed job raises its error)."""
+    """The chunks each job computed, once all have ended (a failed job raises its error).
+
+    Args:
+        jobs: The jobs from :func:`submit`.
+
+    Returns:
+        Each job's list of computed chunk ids.
+    """
     return [job.result() for job in jobs]

@@ -63,7 +63,16 @@ def _program() -> str:
 
 def collect(x64: bool | None = None) -> dict:
     """The provenance of a result computed now, in this process (``x64``: the precision it ran at;
-    default JAX's global flag)."""
+    default JAX's global flag).
+
+    Args:
+        x64: Whether the result was computed in float64; ``None`` reads JAX's ``jax_enable_x64``.
+
+    Returns:
+        A dict: ``jaxattn`` (version), ``git_commit`` and ``git_dirty`` (from a checkout),
+            ``libraries`` (versions), ``backend``, ``device_kind``, ``n_devices``, ``n_processes``,
+            ``x64``, ``command`` and ``python``.
+    """
     import jax
 
     from jaxattn.version import __version__
@@ -77,19 +86,33 @@ def collect(x64: bool | None = None) -> dict:
         "device_kind": dev.device_kind,
         "n_devices": jax.device_count(),
         "n_processes": jax.process_count(),
-        "x64": bool(jax.config.jax_enable_x64) if x64 is None else bool(x64),
+        "x64": bool(jax.config.jax_enable_x64) if x64 is None else bool(x64),  # pyright: ignore[reportAttributeAccessIssue]
         "command": " ".join([_program(), *sys.argv[1:]]),
         "python": sys.version.split()[0],
     }
 
 
 def as_attr(x64: bool | None = None) -> str:
-    """:func:`collect` as a JSON string (netCDF attributes hold strings and numbers only)."""
+    """:func:`collect` as a JSON string (netCDF attributes hold strings and numbers only).
+
+    Args:
+        x64: As in :func:`collect`.
+
+    Returns:
+        The JSON text.
+    """
     return json.dumps(collect(x64))
 
 
 def of(attrs: dict) -> dict:
-    """The provenance recorded in a dataset's or a store's attributes (``{}`` if none)."""
+    """The provenance recorded in a dataset's or a store's attributes (``{}`` if none).
+
+    Args:
+        attrs: The attributes (``provenance`` a JSON string or a mapping).
+
+    Returns:
+        The provenance as a dict, ``{}`` if there is none.
+    """
     raw = attrs.get("provenance")
     if raw is None:
         return {}

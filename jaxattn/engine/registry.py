@@ -11,6 +11,7 @@ from jaxattn.engine.experiment import Experiment
 BUILTIN = {
     "slm_sgd": "jaxattn.slm.experiments:SLM_SGD",
     "slm_ode": "jaxattn.slm.experiments:SLM_ODE",
+    "slm_sde": "jaxattn.slm.experiments:SLM_SDE",
     "copy_adam": "jaxattn.copyhead.experiments:COPY_ADAM",
     "copy_sgld": "jaxattn.copyhead.experiments:COPY_SGLD",
     "copy_theory": "jaxattn.copyhead.experiments:COPY_THEORY",
@@ -22,7 +23,17 @@ _REGISTERED: dict[str, Experiment | str] = {}
 
 def register(experiment: Experiment | str, name: str | None = None) -> None:
     """Make an experiment (or a ``"module:attribute"`` reference to one) usable by name in sweep
-    files and from the command line."""
+    files and from the command line.
+
+    Args:
+        experiment: The experiment, or a ``"module:attribute"`` reference imported when first
+            asked for.
+        name: The name to register it under; ``None`` means ``experiment.name`` (a reference
+            needs one).
+
+    Raises:
+        ValueError: If there is no name, or it is a built-in experiment's.
+    """
     if isinstance(experiment, Experiment):
         name = name or experiment.name
     if not name:
@@ -39,7 +50,11 @@ def _entry_points() -> dict[str, str]:
 
 
 def names() -> list[str]:
-    """Every experiment's name: built-in, registered, then from entry points."""
+    """Every experiment's name: built-in, registered, then from entry points.
+
+    Returns:
+        The names, without repeats.
+    """
     out = list(BUILTIN) + [n for n in _REGISTERED if n not in BUILTIN]
     return out + [n for n in _entry_points() if n not in out]
 
@@ -53,7 +68,17 @@ def _resolve(ref: str) -> Experiment:
 
 
 def get(name: str) -> Experiment:
-    """The experiment registered under ``name`` (a ``KeyError`` naming the known ones)."""
+    """The experiment registered under ``name`` (a ``KeyError`` naming the known ones).
+
+    Args:
+        name: The experiment's name.
+
+    Returns:
+        The ``Experiment`` (a reference is imported and kept).
+
+    Raises:
+        KeyError: If no experiment has that name.
+    """
     ref = BUILTIN.get(name) or _REGISTERED.get(name) or _entry_points().get(name)
     if ref is None:
         raise KeyError(f"unknown experiment {name!r} (known: {', '.join(names())})")

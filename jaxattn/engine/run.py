@@ -42,7 +42,15 @@ DEFAULT_MEMORY_BUDGET = 2 * 10**9
 
 
 class GridError(ValueError):
-    """Every problem found in a run's config and grid, each as ``path: message``."""
+    """Every problem found in a run's config and grid, each as ``path: message``.
+
+    Args:
+        problems: The messages.
+        source: What was checked (``"grid"``, or e.g. a sweep file's path).
+
+    Attributes:
+        problems: The messages.
+    """
 
     def __init__(self, problems: list[str], source: str = "grid"):
         self.problems = list(problems)
@@ -55,7 +63,18 @@ class GridError(ValueError):
 @dataclass(frozen=True)
 class Plan:
     """A validated run: the experiment, its config, the grid, the value of every axis that is
-    not a grid dimension, and the block shape (``block`` streams of ``group`` members)."""
+    not a grid dimension, and the block shape (``block`` streams of ``group`` members).
+
+    Attributes:
+        experiment: The experiment.
+        config: Its validated config.
+        grid: The grid, its values checked by their axes.
+        fixed: Every axis that is not a grid variable -> its value.
+        block: Streams per block (``S``).
+        group: Members per group (``M``).
+        static: The ``static`` from :meth:`Experiment.setup`.
+        shared: The ``shared`` arrays from :meth:`Experiment.setup`.
+    """
 
     experiment: Experiment
     config: Any
@@ -68,16 +87,32 @@ class Plan:
 
     @property
     def variables(self) -> list[str]:
+        """The grid's variables, in dimension order."""
         return self.grid.variables
 
     def columns(self, points: list[tuple]) -> dict[str, list]:
-        """Points (tuples over the grid's variables) as one list per axis, every axis."""
+        """Points (tuples over the grid's variables) as one list per axis, every axis.
+
+        Args:
+            points: Points as tuples over :attr:`variables`.
+
+        Returns:
+            Every axis name -> its value at each point (fixed axes repeated).
+        """
         cols = {v: [p[i] for p in points] for i, v in enumerate(self.variables)}
         for name, value in self.fixed.items():
             cols[name] = [value] * len(points)
         return cols
 
     def stream_key(self, point: tuple) -> tuple:
+        """The stream a point belongs to.
+
+        Args:
+            point: A point as a tuple over :attr:`variables`.
+
+        Returns:
+            The point's values of the variables that are not shared axes.
+        """
         shared = self.experiment.shared_axes(self.config)
         return tuple(x for v, x in zip(self.variables, point) if v not in shared)
 
@@ -91,7 +126,22 @@ def make_plan(
     block: int | None = None,
     group: int | None = None,
 ) -> Plan:
-    """Validate a run (a :class:`GridError` lists every problem) and set it up."""
+    """Validate a run (a :class:`GridError` lists every problem) and set it up.
+
+    Args:
+        experiment: The experiment.
+        config: Its config; ``None`` means the default ``experiment.config_type()``.
+        grid: The grid; ``None`` means no dimensions (one point).
+        fixed: Values of axes that are not grid dimensions (others take their defaults).
+        block: Streams per block; ``None`` means the experiment's.
+        group: Members per group; ``None`` means :meth:`Experiment.default_group`.
+
+    Returns:
+        The ``Plan``, with :meth:`Experiment.setup` run.
+
+    Raises:
+        GridError: Listing every problem in the config, grid, fixed values and block shape.
+    """
     config = experiment.config_type() if config is None else config
     grid = Grid(()) if grid is None else grid
     problems = []
@@ -169,7 +219,18 @@ class Programs:
     When the program cache is on (:mod:`jaxattn.engine.cache`), each program runs in its
     ``jax.export`` form, traced and lowered once and kept, so a second process loads it instead
     of tracing the experiment again; otherwise it is plainly jitted. Both forms compile the same
-    StableHLO and give the same bits."""
+    StableHLO and give the same bits.
+
+    Args:
+        experiment: The experiment.
+        static: Its ``static`` from :meth:`Experiment.setup`.
+
+    Attributes:
+        experiment: The experiment.
+        static: Its ``static``.
+        fns: ``"init"``, ``"step"``, ``"finish"`` -> the per-device loop over blocks.
+        donate: Program name -> index of the argument whose buffers are donated.
+    """
 
     def __init__(self, experiment: Experiment, static):
         e = experiment
@@ -203,7 +264,8 @@ class Programs:
         from jaxattn.engine import cache
 
         platform = jax.devices()[0].platform if not leaves else next(iter(leaves[0].devices())).platform
-        key = cache.fingerprint(self.experiment, self.static, name, sig, platform, bool(jax.config.jax_enable_x64))
+        x64 = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
+        key = cache.fingerprint(self.experiment, self.static, name, sig, platform, x64)
         donate = ()
         if name in self.donate:
             i = self.donate[name]
@@ -241,6 +303,15 @@ class Programs:
 
 @functools.lru_cache(maxsize=32)
 def programs(experiment: Experiment, static) -> Programs:
+    """The :class:`Programs` of ``experiment`` and ``static`` (the 32 most recent are kept).
+
+    Args:
+        experiment: The experiment.
+        static: Its ``static`` (hashable).
+
+    Returns:
+        The cached :class:`Programs`.
+    """
     return Programs(experiment, static)
 
 
@@ -254,7 +325,14 @@ def clear_caches() -> None:
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened."""
+    """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened.
+
+    Attributes:
+        slots: The point in each slot (real or repeated), ``n_blocks * S * G * M`` of them.
+        positions: Slot of each real point, in the chunk's point order, ``(n_points,)``.
+        n_blocks: The number of blocks.
+        groups: Groups per stream slot (``G``).
+    """
 
     slots: list[tuple]  # the point in each slot (real or repeated)
     positions: np.ndarray  # slot of each real point, in the chunk's point order
@@ -272,7 +350,18 @@ def layout_chunk(
     A slot holds the members of one stream. Where there are fewer streams than slots on the
     devices (``block x devices``), the largest streams are split over several slots, in whole
     groups: each slot draws its stream's data itself (the same numbers), and every device gets
-    work. A member's numbers depend on its stream's values and its own, not on the split."""
+    work. A member's numbers depend on its stream's values and its own, not on the split.
+
+    Args:
+        plan: The run.
+        points: The chunk's points (tuples over the grid's variables).
+        n_devices: The number of devices the blocks are split over.
+        groups: The least number of groups per stream slot; ``None`` means 1.
+        n_blocks: The least number of blocks; ``None`` means no minimum.
+
+    Returns:
+        The chunk's :class:`Layout`.
+    """
     streams: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
         streams.setdefault(plan.stream_key(p), []).append(i)
@@ -325,7 +414,16 @@ class _Bar:
 
 
 def chunk_shape(plan: Plan, chunks: list[list[tuple]], n_devices: int) -> tuple[int, int]:
-    """``(groups, n_blocks)`` that every chunk of a run is padded to."""
+    """``(groups, n_blocks)`` that every chunk of a run is padded to.
+
+    Args:
+        plan: The run.
+        chunks: Every chunk's points.
+        n_devices: The number of devices.
+
+    Returns:
+        ``(groups, n_blocks)``: the largest of the chunks' :func:`layout_chunk`.
+    """
     lays = [layout_chunk(plan, c, n_devices) for c in chunks]
     return max(lay.groups for lay in lays), max(lay.n_blocks for lay in lays)
 
@@ -340,7 +438,19 @@ def compute_chunk(
 ) -> dict[str, np.ndarray]:
     """The outputs of ``points`` (a leading axis in their order), computed in blocks split into
     ``len(devices)`` shares (padded to ``groups`` groups per stream and ``n_blocks`` blocks); each
-    share runs in a thread of its own, on its device (on a CPU, all on the first one)."""
+    share runs in a thread of its own, on its device (on a CPU, all on the first one).
+
+    Args:
+        plan: The run.
+        points: The chunk's points (tuples over the grid's variables).
+        devices: The devices to split the blocks over.
+        bar: The progress bar fed by every segment; ``None`` for none.
+        groups: Groups per stream slot to pad to (see :func:`layout_chunk`).
+        n_blocks: Blocks to pad to (see :func:`layout_chunk`).
+
+    Returns:
+        Observable name -> array ``(len(points), *layout.dims[name])``.
+    """
     e = plan.experiment
     progs = programs(e, plan.static)
     lay = layout_chunk(plan, points, len(devices), groups, n_blocks)
@@ -391,7 +501,18 @@ def chunk_streams(
 ) -> list[list[tuple]]:
     """``points`` cut into chunks of whole streams: ``chunk_size`` points each (at least one
     stream), or as many as ``memory_budget`` holds (4x the experiment's bytes per point: the
-    workspace). The cut depends on the number of devices only through the memory budget."""
+    workspace). The cut depends on the number of devices only through the memory budget.
+
+    Args:
+        plan: The run.
+        points: The points to cut.
+        n_devices: The number of devices (whole blocks on each where the budget allows).
+        chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
+        memory_budget: Bytes per chunk; ``None`` means :data:`DEFAULT_MEMORY_BUDGET`.
+
+    Returns:
+        The chunks, each a list of points (whole streams).
+    """
     streams: dict[tuple, list[tuple]] = {}
     for p in points:
         streams.setdefault(plan.stream_key(p), []).append(p)
@@ -429,7 +550,26 @@ def run(
 
     ``fixed`` gives axes that are not grid dimensions a value (default: the axis default);
     ``block`` (streams per block) and ``group`` (members per group) set the block shape
-    (default: the experiment's); ``devices`` defaults to all local devices."""
+    (default: the experiment's); ``devices`` defaults to all local devices.
+
+    Args:
+        experiment: The experiment.
+        config: Its config; ``None`` means the default.
+        grid: The grid; ``None`` means a single point.
+        fixed: Values of axes that are not grid dimensions.
+        devices: The devices to compute on; ``None`` means ``jax.local_devices()``.
+        block: Streams per block; ``None`` means the experiment's.
+        group: Members per group; ``None`` means the experiment's default.
+        chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
+        memory_budget: Bytes per chunk; ``None`` means :data:`DEFAULT_MEMORY_BUDGET`.
+        progress: Show a progress bar.
+
+    Returns:
+        The ``xarray.Dataset`` (see :func:`to_dataset`).
+
+    Raises:
+        GridError: If the config, grid or settings are invalid.
+    """
     plan = make_plan(experiment, config, grid, fixed=fixed, block=block, group=group)
     devices = tuple(jax.local_devices() if devices is None else devices)
     points = plan.grid.points()
@@ -453,7 +593,17 @@ def run(
 
 
 def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None) -> xr.Dataset:
-    """Outputs over the grid's points (flat order) as a Dataset over the grid's dimensions."""
+    """Outputs over the grid's points (flat order) as a Dataset over the grid's dimensions.
+
+    Args:
+        plan: The run.
+        out: Observable name -> array ``(n_points, *layout.dims[name])``, points in flat order.
+        wall: Wall-clock seconds, stored as ``wall_seconds``; ``None`` stores none.
+
+    Returns:
+        An ``xarray.Dataset``: each observable over ``(*grid dims, *its own dims)``, with the
+            grid's and the layout's coordinates and :func:`dataset_attrs` plus ``jaxattn_version``.
+    """
     from jaxattn.version import __version__
 
     layout = plan.experiment.layout(plan.static)
@@ -478,7 +628,14 @@ def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None
 def dataset_attrs(plan: Plan) -> dict:
     """The attributes every result of ``plan`` carries: the config (JSON), the experiment, the
     fixed axis values, the block shape, the experiment's own, and the provenance (JSON:
-    :mod:`jaxattn.engine.provenance`)."""
+    :mod:`jaxattn.engine.provenance`).
+
+    Args:
+        plan: The run.
+
+    Returns:
+        Attribute name -> JSON-safe value.
+    """
     import json
 
     from jaxattn.engine import provenance

@@ -38,6 +38,13 @@ STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died,
 
 
 def write_json(path: str, obj) -> None:
+    """Write ``obj`` as JSON to ``path``, atomically (flushed to disk before the rename).
+
+    Args:
+        path: The file.
+        obj: A JSON-serialisable object.
+    """
+
     def w(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(obj, f)
@@ -48,13 +55,28 @@ def write_json(path: str, obj) -> None:
 
 
 def read_json(path: str):
+    """Read a JSON file.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The decoded object.
+    """
     with open(path, encoding="utf-8") as f:
         return json.load(f)
 
 
 def remove_stale_tmp(root: str) -> list[str]:
     """Remove the temporary files of writes that died: those of this host whose process is gone,
-    and any older than :data:`STALE_TMP_SECONDS`. A write in flight elsewhere is left alone."""
+    and any older than :data:`STALE_TMP_SECONDS`. A write in flight elsewhere is left alone.
+
+    Args:
+        root: The store's folder (searched recursively).
+
+    Returns:
+        The paths removed.
+    """
     removed = []
     now = time.time()
     for p in glob.glob(os.path.join(root, "**", ".*.tmp-*"), recursive=True):
@@ -78,10 +100,30 @@ def remove_stale_tmp(root: str) -> list[str]:
 
 
 def chunk_path(root: str, cid: int, failed: bool = False) -> str:
+    """The file of a finished (or failed) chunk.
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id.
+        failed: The failure file rather than the netCDF file.
+
+    Returns:
+        ``root/chunks/cNNNNNN.nc``, or ``root/chunks/cNNNNNN.failed.json`` with ``failed``.
+    """
     return os.path.join(root, "chunks", f"c{cid:06d}" + (".failed.json" if failed else ".nc"))
 
 
 def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
+    """Write a finished chunk atomically (and remove its failure file, if any).
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id.
+        ds: The chunk's Dataset (from :func:`chunk_dataset`).
+
+    Returns:
+        The chunk file's path.
+    """
     path = chunk_path(root, cid)
     atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE))
     failed = chunk_path(root, cid, failed=True)
@@ -91,6 +133,13 @@ def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
 
 
 def write_failure(root: str, cid: int, error: str) -> None:
+    """Record that a chunk raised (its error, the time, host and process).
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id.
+        error: The error's text.
+    """
     write_json(
         chunk_path(root, cid, failed=True),
         {"chunk": cid, "error": error, "time": time.time(), "host": HOST, "pid": os.getpid()},
@@ -98,12 +147,26 @@ def write_failure(root: str, cid: int, error: str) -> None:
 
 
 def log_event(root: str, **event) -> None:
+    """Append one line to the store's ``log.jsonl`` (with the time, host and process).
+
+    Args:
+        root: The store's folder.
+        **event: The event's fields (e.g. ``event``, ``worker``, ``chunk``).
+    """
     line = json.dumps({"time": time.time(), "host": HOST, "pid": os.getpid(), **event}) + "\n"
     with open(os.path.join(root, "log.jsonl"), "a", encoding="utf-8") as f:
         f.write(line)
 
 
 def read_log(root: str) -> list[dict]:
+    """The store's log (lines cut by a kill are skipped).
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        One dict per event, in file order (``[]`` if there is no log).
+    """
     path = os.path.join(root, "log.jsonl")
     if not os.path.exists(path):
         return []
@@ -118,15 +181,39 @@ def read_log(root: str) -> list[dict]:
 
 
 def read_manifest(root: str) -> dict | None:
+    """The store's manifest.
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        The decoded ``manifest.json``, or ``None`` if there is none.
+    """
     path = os.path.join(root, "manifest.json")
     return read_json(path) if os.path.exists(path) else None
 
 
 def finished(root: str) -> set[int]:
+    """The ids of the finished chunks.
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        The ids of the chunks with a netCDF file.
+    """
     return {int(os.path.basename(p)[1:7]) for p in glob.glob(os.path.join(root, "chunks", "c??????.nc"))}
 
 
 def failures(root: str) -> dict[int, str]:
+    """The failed chunks and their errors.
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        Chunk id -> error text, for every readable failure file.
+    """
     out = {}
     for p in glob.glob(os.path.join(root, "chunks", "c??????.failed.json")):
         try:
@@ -137,7 +224,14 @@ def failures(root: str) -> dict[int, str]:
 
 
 def failure_times(root: str) -> dict[int, float]:
-    """When each failed chunk last failed (the modification times of its failure files)."""
+    """When each failed chunk last failed (the modification times of its failure files).
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        Chunk id -> seconds since the epoch.
+    """
     out = {}
     for p in glob.glob(os.path.join(root, "chunks", "c??????.failed.json")):
         try:
@@ -152,7 +246,21 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`) and ``pending`` (the rest);
     each worker's computed chunks, claims and last heartbeat; the grid points that diverged; and
     the pace: ``seconds_per_chunk`` (one worker) and ``seconds_left`` (all workers together, at
-    the rate of the last chunks)."""
+    the rate of the last chunks).
+
+    Args:
+        root: The store's folder.
+        claim_timeout: Seconds without a heartbeat after which a claim is stale.
+
+    Returns:
+        A dict with ``model``, ``n_points``, ``n_chunks``, ``done``, ``failed`` (id -> error),
+            ``claimed``, ``stale``, ``pending``, ``workers`` (label -> host, pid, computed, claimed,
+            last_seen_seconds_ago), ``diverged`` (the points' values), ``version``,
+            ``seconds_per_chunk`` and ``seconds_left``.
+
+    Raises:
+        FileNotFoundError: If ``root`` has no manifest.
+    """
     man = read_manifest(root)
     if man is None:
         raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
@@ -222,7 +330,15 @@ def _computed(log: list[dict]) -> list[dict]:
 
 def seconds_per_chunk(root: str, log: list[dict] | None = None) -> float | None:
     """Mean time between consecutive chunks of one process, from the log (``None`` if unknown;
-    ``log``: the log already read)."""
+    ``log``: the log already read).
+
+    Args:
+        root: The store's folder.
+        log: The log already read; ``None`` reads it.
+
+    Returns:
+        Seconds per chunk, or ``None`` if no process computed two chunks.
+    """
     by_proc: dict[tuple, list[float]] = {}
     for e in _computed(read_log(root) if log is None else log):
         by_proc.setdefault((e.get("host"), e["pid"]), []).append(e["time"])
@@ -233,8 +349,20 @@ def seconds_per_chunk(root: str, log: list[dict] | None = None) -> float | None:
 def chunk_dataset(
     variables: list[str], layout, cid: int, experiment: str, points: list[tuple], out: dict[str, np.ndarray]
 ) -> xr.Dataset:
-    """One chunk's outputs as a Dataset over ``point`` (the points' values as variables)."""
-    data = {k: (("point",) + tuple(layout.dims[k]), v) for k, v in out.items()}
+    """One chunk's outputs as a Dataset over ``point`` (the points' values as variables).
+
+    Args:
+        variables: The grid's variables (the order of the points' tuples).
+        layout: The experiment's :class:`~jaxattn.engine.experiment.Layout`.
+        cid: The chunk's id (an attribute).
+        experiment: The experiment's name (an attribute).
+        points: The chunk's points (tuples over ``variables``).
+        out: Observable name -> array ``(len(points), *layout.dims[name])``.
+
+    Returns:
+        The ``xarray.Dataset`` over ``point``, with ``chunk`` and ``experiment`` attributes.
+    """
+    data: dict[str, tuple] = {k: (("point",) + tuple(layout.dims[k]), v) for k, v in out.items()}
     for i, var in enumerate(variables):
         data[var] = ("point", np.asarray([p[i] for p in points]))
     return xr.Dataset(data, coords=layout.coords, attrs={"chunk": cid, "experiment": experiment})
@@ -244,13 +372,27 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
     """The finished chunks of a store as one Dataset over the sweep's grid: one dimension per
     grid dimension (a zipped group is one dimension with a coordinate per variable), then the
     observables' own dimensions. With ``complete`` (default), unfinished points are an error;
-    otherwise they are ``NaN`` (``False`` for flags) and ``done`` marks the finished points."""
+    otherwise they are ``NaN`` (``False`` for flags) and ``done`` marks the finished points.
+
+    Args:
+        root: The store's folder.
+        complete: Require every point to be finished.
+
+    Returns:
+        The ``xarray.Dataset`` over the grid, with the manifest's attributes, the sweep file's
+            text (``sweep``) and ``jaxattn_version``; and ``done`` where not ``complete``.
+
+    Raises:
+        FileNotFoundError: If there are no finished chunks (or no manifest).
+        ValueError: If chunks hold points outside the grid, or (with ``complete``) points are
+            not finished.
+    """
     sweep = read_sweep(root)
     man = read_manifest(root)
     paths = sorted(glob.glob(os.path.join(root, "chunks", "c??????.nc")))
     if not paths:
         raise FileNotFoundError(f"no finished chunks in {root!r}")
-    parts = []
+    parts: list[xr.Dataset] = []
     for p in paths:
         with xr.open_dataset(p, engine=ENGINE) as ds:
             parts.append(ds.load())
@@ -291,7 +433,7 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
             arr = np.full((grid.n_points,) + rest, np.nan, dtype=dtype)
         arr[pos] = var.values
         data[name] = (dim_names + list(var.dims[1:]), arr.reshape(grid.shape + rest), var.attrs)
-    coords = {}
+    coords: dict = {}
     for d in grid.dims:
         for v, vals in d.values.items():
             coords[v] = (d.name, list(vals))
@@ -301,5 +443,7 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
     out = xr.Dataset(data, coords=coords)
     if not complete:
         out["done"] = (dim_names, done.reshape(grid.shape))
+    if man is None:
+        raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
     out.attrs = {**man.get("attrs", {}), "sweep": sweep.text, "jaxattn_version": man.get("version", "")}
     return out

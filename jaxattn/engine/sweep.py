@@ -32,7 +32,18 @@ class SweepChanged(RuntimeError):
 @dataclass(frozen=True)
 class Report:
     """What a call of :func:`run_sweep` did: chunk ids computed, skipped (finished before) and
-    failed (with their errors), the largest chunk in points, the devices used and the wall time."""
+    failed (with their errors), the largest chunk in points, the devices used and the wall time.
+
+    Attributes:
+        out: The store's folder.
+        n_chunks: The number of chunks in the plan.
+        computed: Ids of the chunks this call computed.
+        skipped: Ids of the chunks finished before this call.
+        failed: Chunk id -> error (``"Type: message"``) of the chunks that failed in this call.
+        chunk_points: The largest chunk's number of points.
+        n_devices: The number of devices used.
+        wall_seconds: The wall time of the call.
+    """
 
     out: str
     n_chunks: int
@@ -45,7 +56,14 @@ class Report:
 
 
 def sweep_plan(sweep: Sweep) -> Plan:
-    """The engine's plan of a sweep (its experiment, config, grid, fixed axes and block shape)."""
+    """The engine's plan of a sweep (its experiment, config, grid, fixed axes and block shape).
+
+    Args:
+        sweep: The parsed sweep file.
+
+    Returns:
+        The ``Plan`` (see :func:`~jaxattn.engine.run.make_plan`).
+    """
     return make_plan(
         sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group
     )
@@ -70,7 +88,25 @@ def open_store(
     extend: bool = False,
 ) -> dict:
     """The store's manifest: a new plan (written once), the stored one, or the stored one extended
-    by the new points. A sweep whose identity differs from the store's is refused."""
+    by the new points. A sweep whose identity differs from the store's is refused.
+
+    Args:
+        sweep: The parsed sweep file.
+        plan: Its plan (:func:`sweep_plan`).
+        out: The store's folder (created if needed).
+        n_devices: The number of devices (sizes new chunks).
+        chunk_size: Points per new chunk; ``None`` means the sweep file's.
+        memory_budget: Bytes per new chunk; ``None`` means the sweep file's.
+        extend: Add the points of a grid with new values to the stored plan.
+
+    Returns:
+        The manifest (``identity``, ``experiment``, ``version``, ``block``, ``group``,
+            ``groups``, ``variables``, ``grid``, ``attrs`` and ``chunks``: id and points of each).
+
+    Raises:
+        SweepChanged: If the sweep differs from the store's (the grid, unless ``extend`` and
+            the new grid only adds values).
+    """
     import json
 
     from jaxattn.version import __version__
@@ -147,6 +183,14 @@ def _order(ids: list[int], worker: tuple[int, int] | None) -> list[int]:
 
 
 def worker_label(worker: tuple[int, int] | None) -> str:
+    """The label a worker's claims and log lines carry.
+
+    Args:
+        worker: ``(I, N)``, or ``None`` for a worker outside an array.
+
+    Returns:
+        ``"I/N"``, or ``"HOST:PID"`` where ``worker`` is ``None``.
+    """
     return f"{worker[0]}/{worker[1]}" if worker is not None else f"{HOST}:{os.getpid()}"
 
 
@@ -175,7 +219,30 @@ def run_sweep(
     process 0 writes the plan before the others read it. ``reclaim`` takes over every claim that
     exists when this call starts (after a crash); ``claim_timeout`` is the heartbeat age after
     which a claim of another host is dead. Finished chunks are skipped, chunks that failed before
-    this call are retried, ``max_chunks`` stops after computing that many."""
+    this call are retried, ``max_chunks`` stops after computing that many.
+
+    Args:
+        sweep: The parsed sweep file.
+        out: The store's folder.
+        devices: The devices to compute on; ``None`` means ``jax.local_devices()``.
+        chunk_size: Points per chunk of a new plan; ``None`` means the sweep file's.
+        memory_budget: Bytes per chunk of a new plan; ``None`` means the sweep file's.
+        extend: Add new grid values to an existing store's plan.
+        progress: Show a progress bar.
+        max_chunks: Stop after computing this many chunks; ``None`` for no limit.
+        worker: ``(I, N)``: try chunks ``I, I + N, ...`` first.
+        reclaim: Take over every claim that exists when the call starts.
+        claim_timeout: Seconds without a heartbeat after which a claim is stale.
+        poll: Seconds between looks while live workers hold the rest; ``None`` means
+            ``min(1, claim_timeout / 10)``.
+
+    Returns:
+        A ``Report`` of what this call did.
+
+    Raises:
+        ValueError: If ``worker`` or ``claim_timeout`` is invalid.
+        SweepChanged: If the sweep differs from the store's.
+    """
     from jaxattn.engine import cache
 
     if worker is not None and not (isinstance(worker, tuple) and len(worker) == 2 and 0 <= worker[0] < worker[1]):
@@ -288,7 +355,7 @@ def _leave_together(out: str, since: float, timeout: float, poll: float) -> None
         time.sleep(poll)
 
 
-def _open_behind_barrier(sweep, plan, out, n_devices, chunk_size, memory_budget, extend) -> dict:
+def _open_behind_barrier(sweep, plan, out, n_devices, chunk_size, memory_budget, extend) -> tuple[dict, float]:
     """Under ``jax.distributed``: process 0 opens (or creates) the store, then every process
     passes a barrier and the others open it (and check their sweep against it). Returns the
     manifest and a time before the barrier."""

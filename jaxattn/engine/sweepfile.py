@@ -51,7 +51,15 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "m
 
 
 class SweepFileError(ValueError):
-    """Every problem found in a sweep file, each as ``path: message``."""
+    """Every problem found in a sweep file, each as ``path: message``.
+
+    Args:
+        problems: The messages.
+        source: The file's name, for the message.
+
+    Attributes:
+        problems: The messages.
+    """
 
     def __init__(self, problems: list[str], source: str = "sweep file"):
         self.problems = list(problems)
@@ -61,7 +69,20 @@ class SweepFileError(ValueError):
 @dataclass(frozen=True)
 class Sweep:
     """A validated sweep: the experiment, its config, the axes held fixed, the grid dimensions
-    and the execution options. ``text`` is the file as written (stored with the results)."""
+    and the execution options. ``text`` is the file as written (stored with the results).
+
+    Attributes:
+        model: The experiment's registered name.
+        fixed: The ``[fixed]`` table as written.
+        dims: The grid's dimensions, values checked by their axes.
+        config: The validated config.
+        fixed_axes: Axes given one value in ``[fixed]`` -> that value (checked).
+        block: Streams per block; ``None`` means the experiment's default.
+        group: Members per group; ``None`` means the experiment's default.
+        chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
+        memory_budget: Bytes per chunk.
+        text: The file as written.
+    """
 
     model: str
     fixed: dict[str, Any]  # the [fixed] table as written
@@ -76,32 +97,49 @@ class Sweep:
 
     @property
     def experiment(self):
+        """The registered experiment (:func:`~jaxattn.engine.registry.get`)."""
         return registry.get(self.model)
 
     @property
     def grid(self) -> Grid:
+        """The grid of :attr:`dims`."""
         return Grid(self.dims)
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The grid's shape, one size per dimension."""
         return self.grid.shape
 
     @property
     def n_points(self) -> int:
+        """The grid's number of points."""
         return self.grid.n_points
 
     @property
     def variables(self) -> list[str]:
+        """The grid's variables, in dimension order."""
         return self.grid.variables
 
     def points(self) -> dict[str, list]:
-        """The grid's points (flat order) as columns, one list per variable."""
+        """The grid's points (flat order) as columns, one list per variable.
+
+        Returns:
+            Variable -> its value at each point.
+        """
         pts = self.grid.points()
         return {v: [p[i] for p in pts] for i, v in enumerate(self.variables)}
 
     def identity(self, block: int, group: int) -> str:
         """A hash of what determines the numbers (experiment, config, fixed axes, block shape):
-        two sweeps with equal identities may share stored chunks."""
+        two sweeps with equal identities may share stored chunks.
+
+        Args:
+            block: Streams per block.
+            group: Members per group.
+
+        Returns:
+            16 hex digits.
+        """
         blob = json.dumps(
             {
                 "model": self.model,
@@ -117,7 +155,18 @@ class Sweep:
 
 
 def parse_size(value) -> int:
-    """``"2GB"``, ``"512MiB"`` or a number of bytes."""
+    """``"2GB"``, ``"512MiB"`` or a number of bytes.
+
+    Args:
+        value: An integer number of bytes, or a string: a number and a unit (``B``, ``kB``,
+            ``MB``, ``GB``, ``KiB``, ``MiB``, ``GiB``; any case).
+
+    Returns:
+        The number of bytes (``> 0``).
+
+    Raises:
+        ValueError: If ``value`` is not a positive size.
+    """
     if isinstance(value, bool):
         raise ValueError(f"expected a size like '2GB', got {value!r}")
     if isinstance(value, int):
@@ -134,7 +183,18 @@ def parse_size(value) -> int:
 
 def parse(text: str, source: str = "sweep file") -> Sweep:
     """Parse and validate a sweep file's text; raises :class:`SweepFileError` listing every
-    problem found (TOML syntax errors are reported alone: nothing else can be read then)."""
+    problem found (TOML syntax errors are reported alone: nothing else can be read then).
+
+    Args:
+        text: The file's TOML text.
+        source: The file's name, for the messages.
+
+    Returns:
+        The validated :class:`Sweep`.
+
+    Raises:
+        SweepFileError: Listing every problem found.
+    """
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -210,17 +270,35 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
         )
     if problems:
         raise SweepFileError(problems, source)
+    assert model_name is not None  # a missing model is a problem
     return Sweep(model_name, fixed, tuple(dims), config, fixed_axes, text=text, **opts)
 
 
 def load_file(path) -> Sweep:
-    """Read and validate a sweep file."""
+    """Read and validate a sweep file.
+
+    Args:
+        path: The file's path.
+
+    Returns:
+        The validated :class:`Sweep`.
+
+    Raises:
+        SweepFileError: Listing every problem found.
+    """
     with open(path, encoding="utf-8") as f:
         return parse(f.read(), source=str(path))
 
 
 def read_sweep(root: str) -> Sweep:
-    """The sweep file a store was made with."""
+    """The sweep file a store was made with.
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        The ``Sweep`` parsed from ``root/sweep.toml``.
+    """
     path = os.path.join(root, "sweep.toml")
     with open(path, encoding="utf-8") as f:
         return parse(f.read(), source=path)
@@ -245,7 +323,18 @@ def dumps(
 ) -> str:
     """The sweep file of a run: ``model``, its config's fields (those not ``None``) and ``fixed``
     axis values under ``[fixed]``, the grid's dimensions (zips as ``[grid.zip.NAME]``) and the
-    execution options. :func:`parse` reads it back to the same run."""
+    execution options. :func:`parse` reads it back to the same run.
+
+    Args:
+        model: The experiment's registered name.
+        config: Its config; ``None`` writes no config fields.
+        grid: The grid; ``None`` writes an empty ``[grid]``.
+        fixed: Axis values to write under ``[fixed]``.
+        execution: The ``[execution]`` options (those not ``None``).
+
+    Returns:
+        The TOML text.
+    """
     lines = [f"model = {_toml_value(model)}", "", "[fixed]"]
     fields = registry.get(model).fields()
     values = {k: v for k, v in (cfgs.to_json(config) if config is not None else {}).items() if k in fields}

@@ -7,21 +7,23 @@
 - online SGD: :mod:`~jaxattn.slm.sgd` (an ``(init, step)`` pair, closed-form gradients);
 - the theory: :mod:`~jaxattn.slm.risk` (``R(M, Q, b)`` on a bank of draws and its minima),
   :mod:`~jaxattn.slm.bayes` (posterior, estimator, Bayes risk), :mod:`~jaxattn.slm.ode` (the
-  order-parameter ODEs), :mod:`~jaxattn.slm.pruning`, :mod:`~jaxattn.slm.compare` (ODE against
+  order-parameter ODEs), :mod:`~jaxattn.slm.sde` (their finite-``D`` SDE), :mod:`~jaxattn.slm.pruning`, :mod:`~jaxattn.slm.compare` (ODE against
   SGD);
 - grids on the engine: :mod:`~jaxattn.slm.experiments` (:func:`train`, :func:`integrate`);
 - :mod:`~jaxattn.slm.plots` and the command line :mod:`~jaxattn.slm.cli`.
 """
 
-from jaxattn.slm import bayes, network, ode, priors, pruning, risk, sgd, task
-from jaxattn.slm.config import SLMConfig, SLMODEConfig
-from jaxattn.slm.experiments import GRID_AXES, SLM_ODE, SLM_SGD, integrate, measure_error, point_keys, train
+from jaxattn.slm import bayes, network, ode, priors, pruning, risk, sde, sgd, task
+from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
+from jaxattn.slm.experiments import GRID_AXES, SLM_ODE, SLM_SDE, SLM_SGD, integrate, measure_error, point_keys, train
 
 __all__ = [
     "GRID_AXES",
     "SLMConfig",
     "SLMODEConfig",
+    "SLMSDEConfig",
     "SLM_ODE",
+    "SLM_SDE",
     "SLM_SGD",
     "bayes",
     "integrate",
@@ -32,6 +34,7 @@ __all__ = [
     "priors",
     "pruning",
     "risk",
+    "sde",
     "sgd",
     "task",
     "train",

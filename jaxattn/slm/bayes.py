@@ -24,16 +24,40 @@ from jaxattn.slm import priors
 def posterior(
     chi_star: Float[Array, "L F"], prior: priors.Prior, pos_mask: Bool[Array, " L"] | None = None
 ) -> Float[Array, " L"]:
-    """``p_l``, the posterior probability that token ``l`` is the relevant one."""
+    """``p_l = Z(chi*_l) / sum_l' Z(chi*_l')``, the posterior probability that token ``l`` is the
+    relevant one (Spec A, section 4).
+
+    Args:
+        chi_star: the projections ``chi*[l, f] = x_l . s_f / sqrt(D)``, shape ``(L, F)``.
+        prior: the latent prior ``P_theta`` (its ``log_z`` is ``log Z``).
+        pos_mask: real positions, shape ``(L,)`` (default: all); masked ones get ``p_l = 0``.
+
+    Returns:
+        ``p``, shape ``(L,)``, summing to one over the real positions.
+    """
     log_z = jax.vmap(prior.log_z)(chi_star)
     # A softmax over positions of log Z: one "head" of the shared attention activation.
     return attention_weights(log_z[None, :], None, "softmax", pos_mask=pos_mask, aggregation="sum")[0]
 
 
 def bayes_estimator(
-    X: Float[Array, "L D"], directions: Float[Array, "F D"], prior: priors.Prior, pos_mask=None
+    X: Float[Array, "L D"],
+    directions: Float[Array, "F D"],
+    prior: priors.Prior,
+    pos_mask: Bool[Array, " L"] | None = None,
 ) -> Float[Array, " D"]:
-    """``sum_l p_l x_l`` with ``chi*_l = x_l . s / sqrt(D)``."""
+    """The Bayes estimator ``sum_l p_l x_l`` of ``y = x_eps``, with ``chi*_l = x_l . s / sqrt(D)``
+    (Spec A, section 4).
+
+    Args:
+        X: the tokens of one sample, shape ``(L, D)``.
+        directions: the latent directions ``s_f``, shape ``(F, D)``.
+        prior: the latent prior ``P_theta``.
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+
+    Returns:
+        The estimate, shape ``(D,)``.
+    """
     D = X.shape[-1]
     chi_star = X @ directions.T / jnp.sqrt(jnp.asarray(D, X.dtype))
     return posterior(chi_star, prior, pos_mask) @ X
@@ -41,7 +65,16 @@ def bayes_estimator(
 
 class BayesRisk(NamedTuple):
     """``risk = 1 - E[p_eps]``, the Nishimori twin ``1 - 2E[p_eps] + E[sum p^2]`` and the
-    Monte Carlo standard errors of ``E[p_eps]`` and ``E[sum p^2]``."""
+    Monte Carlo standard errors of ``E[p_eps]`` and ``E[sum p^2]`` (Spec A, section 4).
+
+    Attributes:
+        risk: the Bayes risk ``1 - E[p_eps]``.
+        risk_nishimori: its Nishimori twin ``1 - 2 E[p_eps] + E[sum_l p_l^2]``.
+        p_eps: the Monte Carlo estimate of ``E[p_eps]``.
+        sum_p2: the Monte Carlo estimate of ``E[sum_l p_l^2]``.
+        se_p_eps: standard error of ``p_eps``.
+        se_sum_p2: standard error of ``sum_p2``.
+    """
 
     risk: float
     risk_nishimori: float
@@ -54,9 +87,20 @@ class BayesRisk(NamedTuple):
 def bayes_risk(
     prior: priors.Prior, L: int, *, n: int = 200_000, key: PRNGKeyArray | None = None, chunk: int = 50_000
 ) -> BayesRisk:
-    """The Bayes risk ``1 - E[p_eps]`` by Monte Carlo over ``(theta, chi*)``, in float64 whatever
-    the caller's x64 setting (:func:`jaxattn.core.precision.float64`). Discrete and flipped-spike
-    priors are stratified over their support."""
+    """The Bayes risk ``1 - E[p_eps]`` (Spec A, section 4) by Monte Carlo over ``(theta, chi*)``, in
+    float64 whatever the caller's x64 setting (:func:`jaxattn.core.precision.float64`).
+    Discrete priors are stratified over their support (each point in proportion to its weight).
+
+    Args:
+        prior: the latent prior ``P_theta``.
+        L: sequence length (``>= 2``).
+        n: number of Monte Carlo samples, rounded up to a multiple of ``chunk``.
+        key: PRNG key of the draws (default ``jax.random.key(0)``).
+        chunk: samples per compiled pass.
+
+    Returns:
+        A :class:`BayesRisk` with the risk, its Nishimori twin and their Monte Carlo errors.
+    """
     L = checks.integer("L", L, 2)
     n = checks.integer("n", n, 2)
     with precision.float64():

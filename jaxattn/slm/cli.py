@@ -15,7 +15,7 @@ import numpy as np
 
 from jaxattn.cli.common import Choice, axis_list, clean_errors, config_from, config_options, emit
 from jaxattn.core.attention import available_activations
-from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import AXES
 
 CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
@@ -120,18 +120,26 @@ def train(out, figure, as_json, **o):
 
 @slm.command()
 @model_options
-@config_options(SLMODEConfig, skip=tuple(f for f in SLMConfig.__dataclass_fields__))
+@config_options(SLMSDEConfig, skip=tuple(f for f in SLMConfig.__dataclass_fields__))
+@click.option(
+    "--theory",
+    type=click.Choice(["ode", "sde"]),
+    default="ode",
+    show_default=True,
+    help="The D -> inf order-parameter ODE, or the finite-D SDE (--dt, --brownian-seed).",
+)
 @click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
 @click.option("--figure", default="results/slm_compare.png", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
-def compare(gradient_flow, figure, as_json, **o):
-    """Theory against simulation: the order-parameter ODE and online SGD on one configuration."""
+def compare(theory, gradient_flow, figure, as_json, **o):
+    """Theory against simulation: the order-parameter ODE (or SDE) and online SGD on one
+    configuration, heads matched per seed."""
     from jaxattn.slm import compare as sc
 
     if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
         raise ValueError("compare takes one value each of H, L, eta and signal")
-    config = config_from(SLMODEConfig, o, prior=_prior(o))
+    config = config_from(SLMSDEConfig if theory == "sde" else SLMODEConfig, o, prior=_prior(o))
     c = sc.compare(
         config,
         seeds=o["seeds"],
@@ -140,6 +148,7 @@ def compare(gradient_flow, figure, as_json, **o):
         eta=o["eta"][0],
         signal=o["signal"][0],
         noise=not gradient_flow,
+        theory=theory,
         progress=o["progress"],
     )
     if figure:

@@ -11,16 +11,31 @@ averaging over seeds, and reports the escape time from the unspecialised saddle
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 import xarray as xr
 
-from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.core.checks import choice
+from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import integrate, train
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 class Comparison(NamedTuple):
+    """Online SGD against the order-parameter ODE on one grid point (:func:`compare`).
+
+    Attributes:
+        simulation: the online-SGD runs, dims ``(seed, time, ...)``, heads matched to the ODE's.
+        theory: the ODE of each seed, dims ``(seed, time, ...)``.
+        deviations: largest ``|seed-mean simulation - seed-mean ODE|`` per observable, the
+            escape times' statistics and bookkeeping (``ode_ok``, ``n_seeds``, ``t_max``).
+    """
+
     simulation: xr.Dataset  # one grid point: dims (seed, time, ...), heads matched to the ODE's
     theory: xr.Dataset  # the ODE of each seed: dims (seed, time, ...)
     deviations: dict  # largest |seed-mean simulation - seed-mean ODE| per observable, escape times
@@ -51,7 +66,17 @@ def match_heads(M_sim: np.ndarray, M_ref: np.ndarray) -> np.ndarray:
 
 def permute_heads(ds: xr.Dataset, perm: np.ndarray) -> xr.Dataset:
     """``ds`` (dims ``seed``, ``time``, ``head`` [, ``head_``]) with each seed's heads reordered by
-    ``perm`` ``(seed, head)``: ``M``, ``b`` along ``head``, ``Q`` along both head axes."""
+    ``perm`` ``(seed, head)``: ``M``, ``b`` along ``head``, ``Q`` along both head axes.
+
+    Args:
+        ds: a Dataset with a leading ``seed`` dimension (as :func:`jaxattn.slm.train`'s, one
+            grid point).
+        perm: per seed, the new order of the heads, integers of shape ``(seed, head)``
+            (:func:`match_heads`).
+
+    Returns:
+        A copy of ``ds`` with ``M``, ``b`` and ``Q`` reordered.
+    """
     out = ds.copy()
     take = lambda x, axis: np.stack([np.take(x[s], perm[s], axis=axis - 1) for s in range(len(perm))])  # noqa: E731
     for k in ("M", "b"):
@@ -72,6 +97,8 @@ def escape_time(M: np.ndarray, time: np.ndarray, fraction: float = 0.5, growth: 
     Args:
         M: ``(seed, time, head, direction)``.
         time: ``(time,)``.
+        fraction: the fraction of the final spread that marks the escape.
+        growth: the least growth of the spread over the run for an escape to count.
 
     Returns:
         ``(seed,)``."""
@@ -91,13 +118,14 @@ def escape_time(M: np.ndarray, time: np.ndarray, fraction: float = 0.5, growth: 
 def compare(
     config: SLMConfig,
     *,
-    seeds=4,
+    seeds: int = 4,
     H: int = 2,
     L: int = 4,
     eta: float = 1.0,
     signal: float = 1.0,
     n_bank: int | None = None,
     noise: bool = True,
+    theory: str = "ode",
     progress: bool = False,
 ) -> Comparison:
     """Run both, match each seed's heads to its ODE's, and measure the largest deviation of the
@@ -106,13 +134,36 @@ def compare(
     mean and spread over seeds (``escape_time_sim_mean``, ``..._std``,
     ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped). ``config`` may be
     an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its bank
-    size."""
+    size. Spec A, section 3: the ODE is to match simulation.
+
+    Args:
+        config: the fixed parameters (an :class:`SLMConfig` or :class:`SLMODEConfig`).
+        seeds: number of seeds (``0..seeds-1``).
+        H: number of heads.
+        L: sequence length.
+        eta: learning rate.
+        signal: scale of the latent.
+        n_bank: draws of the ODE's bank (default: the config's).
+        noise: include the ``eta^2`` SGD-noise term (``False``: gradient flow).
+        theory: ``"ode"`` (the order-parameter ODEs) or ``"sde"`` (their finite-``D`` SDE,
+            :class:`~jaxattn.slm.config.SLMSDEConfig`).
+        progress: show progress bars.
+
+    Returns:
+        A :class:`Comparison`: the matched simulation, the ODE and the ``deviations`` dict.
+    """
+    theory = choice("theory", theory, ("ode", "sde"))
     base = {f.name: getattr(config, f.name) for f in dataclasses.fields(SLMConfig)}
-    ode_config = config if isinstance(config, SLMODEConfig) else SLMODEConfig(**base)
+    theory_type = SLMSDEConfig if theory == "sde" else SLMODEConfig
+    if isinstance(config, SLMODEConfig):  # keep its bank and solver fields, and the SDE's if it has them
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+        ode_config = theory_type(**{k: v for k, v in fields.items() if k in theory_type.__dataclass_fields__})
+    else:
+        ode_config = theory_type(**base)
     if n_bank is not None:
         ode_config = dataclasses.replace(ode_config, n_bank=n_bank)
     sim_config = SLMConfig(**base)
-    grid = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
+    grid: dict[str, Any] = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
     p = train(sim_config, progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0)
     th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0, noise=0)
     raw_M = p["M"].values
@@ -129,6 +180,7 @@ def compare(
         "max_dev_Q": dev(sim_q, th_q),
         "max_dev_error": dev(p["error"].values, th["risk"].values),
         **_escape_stats(p["M"].values, th["M"].values, p["time"].values),
+        "theory": theory,
         "ode_ok": bool(not th["diverged"].any()),
         "n_seeds": seeds,
         "t_max": float(p["time"].values[-1]),
@@ -146,9 +198,17 @@ def _escape_stats(M_sim, M_ode, time) -> dict:
     return out
 
 
-def figure(c: Comparison, path: str | None = None):
+def figure(c: Comparison, path: str | None = None) -> Figure:
     """ODE lines (seed mean), simulation mean and spread as markers, heads matched per seed: ``M``
-    per head, one panel per direction, then ``diag Q`` per head, and the error."""
+    per head, one panel per direction, then ``diag Q`` per head, and the error.
+
+    Args:
+        c: the comparison (:func:`compare`).
+        path: file to save the figure to (and close it); ``None``: only return it.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
     from jaxattn.plots import plt
 
     p, th = c.simulation, c.theory
@@ -157,6 +217,7 @@ def figure(c: Comparison, path: str | None = None):
     M = p["M"].values
     F = M.shape[3]
     fig, axes = plt.subplots(1, F + 2, figsize=(4.2 * (F + 2), 3.8))
+    axes = cast("Sequence[Axes]", axes)  # F + 2 >= 3 panels: an array of Axes
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for f in range(F):
         for h in range(M.shape[2]):

@@ -33,10 +33,13 @@ class SLMConfig:
     Attributes:
         D: embedding dimension (one compile per value).
         prior: ``P_theta`` (its ``F`` is the number of latent directions).
-        activation, aggregation: see :mod:`jaxattn.core.attention`.
+        activation: the attention activation (:mod:`jaxattn.core.attention`).
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
         t_max: training time in units of ``samples / D``.
         n_records: number of recording times, log-spaced from ``t_min`` to ``t_max`` (plus 0),
             unless ``times`` lists them.
+        t_min: the first recording time after 0.
+        times: the recording times, instead of log-spaced ones (``None``: log-spaced).
         batch_size: samples per SGD step (mean gradient; ``t`` advances by ``batch_size / D``).
         sigma0: initial keys ``k_h ~ N(0, sigma0^2 I_D)``.
         bias_lr: bias step is ``bias_lr * eta / D``.
@@ -116,7 +119,8 @@ class SLMODEConfig(SLMConfig):
         bank_seed: seed of the bank.
         bank_method: ``"mc"`` (Monte Carlo) or ``"sobol"`` (scrambled Sobol points: the same
             drift accuracy with several times fewer points, ``tests/test_risk.py``).
-        rtol, atol: tolerances of the adaptive Dopri5 solver.
+        rtol: relative tolerance of the adaptive Dopri5 solver.
+        atol: absolute tolerance of the adaptive Dopri5 solver.
         max_steps: solver steps before a solve is reported as failed.
     """
 
@@ -138,6 +142,28 @@ class SLMODEConfig(SLMConfig):
         checks.positive("rtol", self.rtol)
         checks.positive("atol", self.atol)
         checks.integer("max_steps", self.max_steps, 1)
+        return self
+
+
+@dataclass(frozen=True)
+class SLMSDEConfig(SLMODEConfig):
+    """The finite-``D`` order-parameter SDE's parameters (:mod:`jaxattn.slm.sde`): those of the
+    ODEs (the drift, its bank, the start of each seed), plus the Euler-Maruyama step and the seed
+    of the Brownian paths (one path per seed: ``fold_in(key(brownian_seed), seed)``). The
+    tolerances ``rtol`` and ``atol`` are unused (the step is fixed).
+
+    Attributes:
+        dt: Euler-Maruyama step in units of ``samples / D``.
+        brownian_seed: seed of the Brownian paths.
+    """
+
+    dt: float = field(default=0.05, metadata=_help("Euler-Maruyama step of the SDE (samples / D)."))
+    brownian_seed: int = field(default=0, metadata=_help("Seed of the SDE's Brownian paths."))
+
+    def validate(self) -> SLMSDEConfig:
+        super().validate()
+        checks.positive("dt", self.dt)
+        checks.integer("brownian_seed", self.brownian_seed, 0)
         return self
 
 

@@ -11,13 +11,14 @@ values (:func:`point_keys`), never from its place in the grid.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
+from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxattn import engine
 from jaxattn.core.attention import prefix_mask
@@ -25,8 +26,9 @@ from jaxattn.engine import Experiment, Grid, Layout, float_axis, int_axis, over_
 from jaxattn.slm import network as mh
 from jaxattn.slm import ode as slm_ode
 from jaxattn.slm import priors, task
+from jaxattn.slm import sde as slm_sde
 from jaxattn.slm import sgd as osgd
-from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.risk import make_bank
 
 GRID_AXES = ("seed", "H", "L", "eta", "signal")
@@ -58,10 +60,24 @@ def _bits(x: float) -> int:
     return int(np.asarray(x, np.float32).view(np.uint32))
 
 
-def point_keys(share_data: bool, seed: int, H: int, L: int, eta: float, signal: float):
+def point_keys(
+    share_data: bool, seed: int, H: int, L: int, eta: float, signal: float
+) -> tuple[PRNGKeyArray, PRNGKeyArray]:
     """The ``(init_key, data_key)`` of one run, from its own values only (never its position in a
     grid, so a run's numbers do not depend on the grid around it). With ``share_data`` the data
-    key depends on the seed alone: common random numbers across the other axes."""
+    key depends on the seed alone: common random numbers across the other axes.
+
+    Args:
+        share_data: whether the data key depends on the seed alone.
+        seed: the run's seed.
+        H: number of heads.
+        L: sequence length.
+        eta: learning rate (its float32 bits enter the data key without ``share_data``).
+        signal: signal strength (likewise).
+
+    Returns:
+        ``(init_key, data_key)``, two PRNG keys.
+    """
     base = jax.random.key(seed)
     dk = jax.random.fold_in(base, 1)
     if not share_data:
@@ -70,8 +86,16 @@ def point_keys(share_data: bool, seed: int, H: int, L: int, eta: float, signal: 
     return jax.random.fold_in(base, 0), dk
 
 
-def directions_and_test_key(config: SLMConfig):
-    """The latent directions and the test-set key (both from ``directions_seed``)."""
+def directions_and_test_key(config: SLMConfig) -> tuple[Float[Array, "F D"], PRNGKeyArray]:
+    """The latent directions and the test-set key (both from ``directions_seed``).
+
+    Args:
+        config: the grid's configuration (``directions_seed``, ``D``, ``F``).
+
+    Returns:
+        ``(directions, test_key)``: the directions ``s_f`` of shape ``(F, D)``
+            (:func:`jaxattn.slm.task.latent_directions`) and a PRNG key.
+    """
     dkey = jax.random.key(config.directions_seed)
     return task.latent_directions(jax.random.fold_in(dkey, 0), config.D, config.F), jax.random.fold_in(dkey, 1)
 
@@ -90,7 +114,7 @@ def _head_layout(times, H: int, F: int, last: str) -> Layout:
     )
 
 
-def _masked(M, Q, b, hm, bad=False):
+def _masked(M, Q, b, hm, bad: bool | Array = False):
     """``NaN`` on padded heads (and everywhere once ``bad``)."""
     return (
         jnp.where(bad | ~hm[..., None], jnp.nan, M),
@@ -103,6 +127,17 @@ def _masked(M, Q, b, hm, bad=False):
 
 
 class SGDStatic(NamedTuple):
+    """The static part of an online-SGD grid (:class:`OnlineSGD`), fixed by its config and axes.
+
+    Attributes:
+        cfg: the SGD configuration (padded ``H_max``, ``L_max``).
+        gaps: SGD steps before each recording (the first is 0: ``t = 0``).
+        times: the recording times ``t = samples / D``.
+        n_test: test samples per recorded error.
+        F: number of latent directions.
+        share_data: common random numbers across everything but the seed.
+    """
+
     cfg: osgd.SGDConfig
     gaps: tuple[int, ...]  # SGD steps before each recording (the first is 0: t = 0)
     times: tuple[float, ...]
@@ -113,7 +148,16 @@ class SGDStatic(NamedTuple):
 
 class OnlineSGD(Experiment):
     """Online SGD on the single-location model (Spec A, section 2): ``M``, ``Q``, ``b`` and the
-    test error at the recording times, and whether the run diverged."""
+    test error at the recording times, and whether the run diverged.
+
+    Attributes:
+        name: ``"slm_sgd"``, the name it is registered under.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.slm.config.SLMConfig`.
+        axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``.
+        block: default streams per block.
+        group: default members per group.
+    """
 
     name = "slm_sgd"
     doc = "single-location model, online SGD (jaxattn.train)"
@@ -236,6 +280,26 @@ SLM_SGD = OnlineSGD()
 
 
 class ODEStatic(NamedTuple):
+    """The static part of an order-parameter ODE grid (:class:`OrderParameterODE`).
+
+    Attributes:
+        arch: activation and head aggregation.
+        H_max: number of heads the grid is padded to.
+        L_max: sequence length the grid is padded to.
+        D: embedding dimension of the initial keys.
+        F: number of latent directions.
+        sigma0: scale of the initial keys.
+        batch_size: samples per SGD step (the ODE runs at ``eta / batch_size``).
+        times: the recording times.
+        rtol: relative tolerance of the solver.
+        atol: absolute tolerance of the solver.
+        max_steps: solver steps per interval before a solve counts as failed.
+        chunk: draws per pass of the right-hand side (``None``: the whole bank).
+        dt: Euler-Maruyama step of the SDE (:class:`OrderParameterSDE`; unused by the ODEs).
+        sde_steps: static bound on the SDE's steps per interval.
+        brownian_seed: seed of the SDE's Brownian paths.
+    """
+
     arch: mh.Arch
     H_max: int
     L_max: int
@@ -248,13 +312,28 @@ class ODEStatic(NamedTuple):
     atol: float
     max_steps: int
     chunk: int | None
+    # the SDE's (OrderParameterSDE): Euler-Maruyama step, static bound on its steps per interval,
+    # seed of the Brownian paths
+    dt: float = 0.0
+    sde_steps: int = 0
+    brownian_seed: int = 0
 
 
 class OrderParameterODE(Experiment):
     """The order-parameter ODEs of online SGD (Spec A, section 3) in float64, each point started
     from the initial ``(M, Q, b)`` of the online-SGD run of the same seed (its keys drawn at
     dimension ``D``): ``M``, ``Q``, ``b`` and the risk at the recording times, and whether the
-    solve failed (``diverged``). Each segment integrates one interval between recording times."""
+    solve failed (``diverged``). Each segment integrates one interval between recording times.
+
+    Attributes:
+        name: ``"slm_ode"``, the name it is registered under.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.slm.config.SLMODEConfig`.
+        axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``, ``noise``.
+        x64: ``True``: traced and run in float64.
+        block: default streams per block.
+        group: default members per group.
+    """
 
     name = "slm_ode"
     doc = "single-location model, order-parameter ODEs (jaxattn.slm.integrate)"
@@ -340,23 +419,18 @@ class OrderParameterODE(Experiment):
         t0 = jnp.where(k == 0, 0.0, ts[jnp.maximum(k - 1, 0)])  # segment k: up to the k-th recording
 
         def one(y, ok, rec, q):
-            y, ok1 = slm_ode.advance(
-                y,
-                self._args(static, q),
-                shared["bank"],
-                t0,
-                ts[k],
-                static.arch,
-                static.rtol,
-                static.atol,
-                static.max_steps,
-                static.chunk,
-            )
+            y, ok1 = self._advance(static, shared, y, q, t0, ts[k])
             r = self._record(static, shared, y, ok & ok1, q)
             rec = {n: rec[n].at[k].set(r[n]) for n in rec}
             return y, r["ok"], rec
 
         return over_groups(lambda y, ok, rec, q: jax.vmap(jax.vmap(one))(y, ok, rec, q), n_groups, *state, p)
+
+    def _advance(self, static: ODEStatic, shared, y, q, t0, t1):
+        a = self._args(static, q)
+        return slm_ode.advance(
+            y, a, shared["bank"], t0, t1, static.arch, static.rtol, static.atol, static.max_steps, static.chunk
+        )
 
     def finish(self, static, shared, p, state, n_groups):
         _, ok, rec = state
@@ -376,6 +450,57 @@ class OrderParameterODE(Experiment):
 
 
 SLM_ODE = OrderParameterODE()
+
+
+class OrderParameterSDE(OrderParameterODE):
+    """The finite-``D`` order-parameter SDE (:mod:`jaxattn.slm.sde`) in float64: the ODEs' drift
+    plus the ``(Sigma / D)^{1/2} dW`` fluctuations of online SGD, each seed on its own Brownian
+    path and started, as the ODEs are, from the online-SGD run's own ``(M, Q, b)``. The variables
+    and dims are those of :data:`SLM_ODE`.
+
+    Attributes:
+        name: ``"slm_sde"``, the name it is registered under.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.slm.config.SLMSDEConfig`.
+    """
+
+    name = "slm_sde"
+    doc = "single-location model, finite-D order-parameter SDE (jaxattn.slm.integrate with SLMSDEConfig)"
+    config_type = SLMSDEConfig
+
+    def setup(self, config: SLMSDEConfig, values):
+        static, shared = super().setup(config, values)
+        u = slm_sde.direction_draws(jax.random.fold_in(jax.random.key(config.bank_seed), 1), shared["bank"], config.F)
+        dt = float(config.dt)
+        static = static._replace(
+            dt=dt, sde_steps=slm_sde.max_interval_steps(static.times, dt), brownian_seed=int(config.brownian_seed)
+        )
+        return static, {**shared, "u": u}
+
+    def params(self, static: ODEStatic, points):
+        base = jax.random.key(static.brownian_seed)
+        keys = jnp.stack([jax.random.fold_in(base, int(s)) for s in points["seed"]])
+        return {**super().params(static, points), "brownian_key": keys}
+
+    def _advance(self, static: ODEStatic, shared, y, q, t0, t1):
+        return slm_sde.advance(
+            y,
+            self._args(static, q),
+            shared["bank"],
+            shared["u"],
+            q["brownian_key"],
+            t0,
+            t1,
+            static.times[-1],
+            static.D,
+            static.dt,
+            static.arch,
+            static.sde_steps,
+            static.chunk,
+        )
+
+
+SLM_SDE = OrderParameterSDE()
 
 
 # --- the Python API ------------------------------------------------------------------------------
@@ -409,6 +534,22 @@ def train(
     The blocks of data streams are sharded over ``devices`` (default: all local devices); the
     numbers depend on nothing but each point's values and the block shape (``block`` streams of
     ``group`` members; :mod:`jaxattn.engine`).
+
+    Args:
+        config: the fixed parameters (default ``SLMConfig()``).
+        seed: seed(s) of the initial keys and the data stream.
+        H: number(s) of heads.
+        L: sequence length(s).
+        eta: learning rate(s).
+        signal: scale(s) of the latent, ``theta -> signal * theta``.
+        progress: show a progress bar.
+        devices (Sequence[jax.Device] | None): devices to shard the blocks over (default: all
+            local devices).
+        block: streams per block (default: the experiment's).
+        group: members per group (default: the experiment's).
+
+    Returns:
+        An ``xarray.Dataset`` with ``M``, ``Q``, ``b``, ``error`` and ``diverged`` as above.
     """
     grid = _grid(SLM_SGD, seed=seed, H=H, L=L, eta=eta, signal=signal)
     return engine.run(
@@ -433,22 +574,63 @@ def integrate(
     """The order-parameter ODEs over the grid ``seed x H x L x eta x signal x noise`` (float64):
     a Dataset with dimensions ``(seed, H, L, eta, signal, noise, time, head, ...)`` holding ``M``,
     ``Q``, ``b``, ``risk`` and ``diverged`` (a failed solve). Each seed starts from the initial
-    order parameters of :func:`train`'s run of that seed, so theory and simulation are paired."""
+    order parameters of :func:`train`'s run of that seed, so theory and simulation are paired.
+
+    Args:
+        config: the fixed parameters (default ``SLMODEConfig()``); a plain
+            :class:`~jaxattn.slm.config.SLMConfig` gets the ODE fields' defaults.
+        seed: seed(s), pairing each ODE with the online-SGD run of that seed.
+        H: number(s) of heads.
+        L: sequence length(s).
+        eta: learning rate(s).
+        signal: scale(s) of the latent, ``theta -> signal * theta``.
+        noise: ``1`` (online SGD, with the ``eta^2`` noise term) and/or ``0`` (gradient flow).
+        progress: show a progress bar.
+        devices (Sequence[jax.Device] | None): devices to shard the blocks over (default: all
+            local devices).
+        block: streams per block (default: the experiment's).
+        group: members per group (default: the experiment's).
+
+    Returns:
+        An ``xarray.Dataset`` with ``M``, ``Q``, ``b``, ``risk`` and ``diverged``.
+    """
     if config is not None and not isinstance(config, SLMODEConfig):
         import dataclasses
 
         config = SLMODEConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
-    grid = _grid(SLM_ODE, seed=seed, H=H, L=L, eta=eta, signal=signal, noise=noise)
+    experiment = SLM_SDE if isinstance(config, SLMSDEConfig) else SLM_ODE
+    grid = _grid(experiment, seed=seed, H=H, L=L, eta=eta, signal=signal, noise=noise)
     return engine.run(
-        SLM_ODE, config or SLMODEConfig(), grid, devices=devices, block=block, group=group, progress=progress
+        experiment, config or SLMODEConfig(), grid, devices=devices, block=block, group=group, progress=progress
     )
 
 
 def measure_error(
-    predict_fn, directions, prior: priors.Prior, L: int, *, n: int = 10_000, key=None, chunk: int = 2000
+    predict_fn: Callable[[Float[Array, "L D"]], Float[Array, " D"]],
+    directions: Float[Array, "F D"],
+    prior: priors.Prior,
+    L: int,
+    *,
+    n: int = 10_000,
+    key: PRNGKeyArray | None = None,
+    chunk: int = 2000,
 ) -> tuple[float, float]:
     """Mean and standard error of ``|y - predict_fn(X)|^2 / D`` over ``n`` fresh samples of the
-    single-location model (``predict_fn`` maps one ``X`` of shape ``(L, D)`` to ``y_hat``)."""
+    single-location model (``predict_fn`` maps one ``X`` of shape ``(L, D)`` to ``y_hat``;
+    Spec A, section 1).
+
+    Args:
+        predict_fn: maps the tokens ``X`` ``(L, D)`` of one sample to a prediction ``(D,)``.
+        directions: the latent directions ``s_f``, shape ``(F, D)``.
+        prior: the latent prior ``P_theta``.
+        L: sequence length.
+        n: number of samples, rounded up to a multiple of ``chunk``.
+        key: PRNG key of the samples (default ``jax.random.key(12345)``).
+        chunk: samples per compiled pass.
+
+    Returns:
+        ``(mean, standard_error)`` of the per-sample error, two floats.
+    """
     key = jax.random.key(12345) if key is None else key
     D = directions.shape[-1]
 

@@ -8,7 +8,7 @@ As ``D -> inf`` at ``t = samples / D``, online SGD on ``(M, Q, b)`` follows (``L
     db/dt = -eta dL/db
 
 with ``dL/dQ`` symmetric. The last term of ``dQ/dt`` is the SGD noise; without it this is
-gradient flow. Expectations are averages over a fixed :class:`~jaxattn.theory.slm_risk.Bank`
+gradient flow. Expectations are averages over a fixed :class:`~jaxattn.slm.risk.Bank`
 (common random numbers), so the right-hand side is a deterministic smooth function and adaptive
 step control works. A mini-batch of ``B`` samples at learning rate ``eta`` follows the same ODE
 at ``eta / B`` (drift and noise both).
@@ -30,7 +30,7 @@ import diffrax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
@@ -38,7 +38,13 @@ from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
 
 class OrderParams(NamedTuple):
     """The state of the ODEs: overlaps ``M[h, f] = k_h . s_f / D`` ``(H, F)``,
-    ``Q[h, h'] = k_h . k_h' / D`` ``(H, H)`` and biases ``b`` ``(H,)`` (Spec A, section 3)."""
+    ``Q[h, h'] = k_h . k_h' / D`` ``(H, H)`` and biases ``b`` ``(H,)`` (Spec A, section 3).
+
+    Attributes:
+        M: overlaps ``M[h, f] = k_h . s_f / D``, shape ``(H, F)``.
+        Q: overlaps ``Q[h, h'] = k_h . k_h' / D``, shape ``(H, H)``.
+        b: biases, shape ``(H,)``.
+    """
 
     M: Float[Array, "H F"]
     Q: Float[Array, "H H"]
@@ -46,7 +52,15 @@ class OrderParams(NamedTuple):
 
 
 class ODEArgs(NamedTuple):
-    """Per-point values of an ODE grid (a grid is these with a leading axis)."""
+    """Per-point values of an ODE grid (a grid is these with a leading axis).
+
+    Attributes:
+        eta: learning rate, a scalar.
+        signal: scale of the latent, ``theta -> signal * theta``, a scalar.
+        noise: ``1``: online SGD (the ``eta^2`` noise term), ``0``: gradient flow; a scalar.
+        head_mask: real heads, shape ``(H,)``.
+        pos_mask: real positions, shape ``(L,)``.
+    """
 
     eta: Float[Array, ""]
     signal: Float[Array, ""]  # theta -> signal * theta
@@ -57,7 +71,19 @@ class ODEArgs(NamedTuple):
 
 def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None = None) -> OrderParams:
     """``(dM/dt, dQ/dt, db/dt)`` at ``y``. With ``chunk``, the bank is read ``chunk`` draws at a
-    time (a ``lax.scan`` that sums the chunks' contributions; the result is the same to rounding)."""
+    time (a ``lax.scan`` that sums the chunks' contributions; the result is the same to rounding).
+    Spec A, section 3: the drift of gradient flow on ``R / 2`` plus ``noise * eta^2 E[g g^T]``.
+
+    Args:
+        y: the state, ``M`` ``(H, F)``, ``Q`` ``(H, H)``, ``b`` ``(H,)``.
+        args: the point's ``eta``, ``signal``, ``noise`` and masks.
+        bank: the fixed draws of the expectations, at unit signal strength.
+        arch: activation and head aggregation.
+        chunk: draws per pass over the bank (``None``: the whole bank at once).
+
+    Returns:
+        The time derivatives as an :class:`OrderParams` ``(dM/dt, dQ/dt, db/dt)``.
+    """
     hm, pm = args.head_mask, args.pos_mask
     M, Q, b = y
 
@@ -92,7 +118,16 @@ def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None
 
 def chunked(bank: Bank, chunk: int) -> Bank:
     """The bank as ``ceil(n / chunk)`` chunks of ``chunk`` draws (a leading chunk axis), padded
-    with zero-weight draws, which contribute nothing to any average."""
+    with zero-weight draws, which contribute nothing to any average.
+
+    Args:
+        bank: the draws, ``n`` of them.
+        chunk: draws per chunk.
+
+    Returns:
+        A :class:`~jaxattn.slm.risk.Bank` whose arrays have a leading chunk axis: ``z``
+            ``(k, chunk, L, H)``, ``theta`` ``(k, chunk, F)``, ``weight`` ``(k, chunk)``.
+    """
     n = bank.weight.shape[0]
     k = -(-n // chunk)
     pad = k * chunk - n
@@ -106,12 +141,24 @@ def chunked(bank: Bank, chunk: int) -> Bank:
 
 def default_chunk() -> int | None:
     """Draws per chunk of :func:`rhs` in :func:`integrate_grid`: 1000 on a CPU (measured best on
-    a 32-point grid, ``benchmarks/slm_ode_throughput.py``), the whole bank on accelerators."""
+    a 32-point grid, ``benchmarks/slm_ode_throughput.py``), the whole bank on accelerators.
+
+    Returns:
+        ``1000`` on the CPU backend, ``None`` otherwise.
+    """
     return 1000 if jax.default_backend() == "cpu" else None
 
 
 class Solution(NamedTuple):
-    """Order parameters and the risk at the requested times; ``ok`` flags a successful solve."""
+    """Order parameters and the risk at the requested times; ``ok`` flags a successful solve.
+
+    Attributes:
+        M: overlaps, shape ``(P, T, H, F)`` for ``P`` grid points and ``T`` times.
+        Q: overlaps, shape ``(P, T, H, H)``.
+        b: biases, shape ``(P, T, H)``.
+        risk: ``R(M, Q, b)`` at each time, shape ``(P, T)``.
+        ok: whether each point's solve succeeded, shape ``(P,)``.
+    """
 
     M: Array
     Q: Array
@@ -134,7 +181,23 @@ def integrate_grid(
     """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
     return the solution at the times ``ts`` (increasing, ``>= 0``); one compile per grid shape.
     ``chunk``: draws of the bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is
-    :func:`default_chunk`. ``max_steps`` is per interval between two recording times."""
+    :func:`default_chunk`. ``max_steps`` is per interval between two recording times.
+
+    Args:
+        y0: initial states with a leading grid axis: ``M`` ``(P, H, F)``, ``Q`` ``(P, H, H)``,
+            ``b`` ``(P, H)``.
+        args: per-point values with a leading grid axis ``(P,)``.
+        bank: the fixed draws of the expectations (shared by the grid).
+        ts: recording times, shape ``(T,)``.
+        arch: activation and head aggregation.
+        rtol: relative tolerance of the step-size controller.
+        atol: absolute tolerance of the step-size controller.
+        max_steps: solver steps per interval before a solve is reported as failed.
+        chunk: draws per pass of :func:`rhs`, ``None`` (the whole bank) or ``"auto"``.
+
+    Returns:
+        A :class:`Solution`: ``M``, ``Q``, ``b``, ``risk`` at the times ``ts`` and ``ok`` per point.
+    """
     chunk = default_chunk() if chunk == "auto" else chunk
     return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
@@ -145,11 +208,37 @@ def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> S
 
 
 def advance(
-    y: OrderParams, a: ODEArgs, bank: Bank, t0, t1, arch: Arch, rtol, atol, max_steps: int, chunk: int | None
+    y: OrderParams,
+    a: ODEArgs,
+    bank: Bank,
+    t0: float | Float[Array, ""],
+    t1: float | Float[Array, ""],
+    arch: Arch,
+    rtol: float | Float[Array, ""],
+    atol: float | Float[Array, ""],
+    max_steps: int,
+    chunk: int | None,
 ) -> tuple[OrderParams, Array]:
     """One point from ``t0`` to ``t1`` (adaptive Dopri5, PID controller): the state at ``t1`` and
     whether the solve succeeded (``NaN`` state once it has not). The interval is solved on its own,
-    so a run is the same whether it is integrated in one call or interval by interval."""
+    so a run is the same whether it is integrated in one call or interval by interval.
+
+    Args:
+        y: the state at ``t0``: ``M`` ``(H, F)``, ``Q`` ``(H, H)``, ``b`` ``(H,)``.
+        a: the point's values (:class:`ODEArgs`).
+        bank: the fixed draws of the expectations.
+        t0: start time.
+        t1: end time.
+        arch: activation and head aggregation.
+        rtol: relative tolerance of the step-size controller.
+        atol: absolute tolerance of the step-size controller.
+        max_steps: solver steps before the solve is reported as failed.
+        chunk: draws per pass of :func:`rhs` (``None``: the whole bank).
+
+    Returns:
+        ``(y1, ok)``: the :class:`OrderParams` at ``t1`` (``NaN`` if the solve failed) and a
+            boolean scalar.
+    """
 
     def field(t, y, _):
         return rhs(y, a, bank, arch, chunk)
@@ -171,7 +260,17 @@ def advance(
 
 
 def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
-    """``R(M, Q, b)`` of one point's state, on the bank at its signal strength."""
+    """``R(M, Q, b)`` of one point's state, on the bank at its signal strength (Spec A, section 3).
+
+    Args:
+        y: the state: ``M`` ``(H, F)``, ``Q`` ``(H, H)``, ``b`` ``(H,)``.
+        a: the point's values (signal strength and masks).
+        bank: the fixed draws, at unit signal strength.
+        arch: activation and head aggregation.
+
+    Returns:
+        The risk, a scalar.
+    """
     bk = Bank(bank.z, bank.theta * a.signal, bank.weight)
     return risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
 
@@ -182,13 +281,29 @@ def solve(
     bank: Bank,
     ts: Float[Array, " T"],
     arch: Arch,
-    rtol,
-    atol,
+    rtol: float | Float[Array, ""],
+    atol: float | Float[Array, ""],
     max_steps: int,
     chunk: int | None,
 ) -> Solution:
     """:func:`integrate_grid` unjitted: each point of the leading axis integrated interval by
-    interval between the recording times (:func:`advance`), vmapped over the points."""
+    interval between the recording times (:func:`advance`), vmapped over the points.
+
+    Args:
+        y0: initial states with a leading grid axis: ``M`` ``(P, H, F)``, ``Q`` ``(P, H, H)``,
+            ``b`` ``(P, H)``.
+        args: per-point values with a leading grid axis ``(P,)``.
+        bank: the fixed draws of the expectations (shared by the grid).
+        ts: recording times, shape ``(T,)``.
+        arch: activation and head aggregation.
+        rtol: relative tolerance of the step-size controller.
+        atol: absolute tolerance of the step-size controller.
+        max_steps: solver steps per interval before a solve is reported as failed.
+        chunk: draws per pass of :func:`rhs` (``None``: the whole bank).
+
+    Returns:
+        A :class:`Solution`: ``M``, ``Q``, ``b``, ``risk`` at the times ``ts`` and ``ok`` per point.
+    """
 
     def one(y0, a):
         def interval(carry, tt):
@@ -203,11 +318,26 @@ def solve(
     return jax.vmap(one)(y0, args)
 
 
-def random_initial_conditions(key, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1) -> OrderParams:
+def random_initial_conditions(
+    key: PRNGKeyArray, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1
+) -> OrderParams:
     """``(M, Q, b)`` of ``n`` random starts ``k_h ~ N(0, sigma0^2 I_D)``, ``b = 0``, with the exact
     finite-``D`` law: ``M = sigma0 Z / sqrt(D)``, ``Q = M M^T + sigma0^2 W / D``, ``W`` Wishart
     with ``D - F`` degrees of freedom. The ``O(1/sqrt(D))`` overlaps time the escape from the
-    unspecialised saddle as at that ``D``."""
+    unspecialised saddle as at that ``D``.
+
+    Args:
+        key: PRNG key of the draws.
+        H: number of heads.
+        F: number of latent directions.
+        D: embedding dimension (``>= F``).
+        sigma0: standard deviation of the keys' entries.
+        n: number of starts.
+
+    Returns:
+        An :class:`OrderParams` with a leading axis of ``n``: ``M`` ``(n, H, F)``,
+            ``Q`` ``(n, H, H)`` and zero ``b`` ``(n, H)``.
+    """
     k1, k2 = jax.random.split(key)
     dtype = jnp.result_type(float)
     M = sigma0 * jax.random.normal(k1, (n, H, F), dtype) / np.sqrt(D)

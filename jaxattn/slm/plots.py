@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 import xarray as xr
 
 from jaxattn.plots import plt
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 
 def _runs(ds: xr.Dataset) -> xr.Dataset:
@@ -14,9 +20,19 @@ def _runs(ds: xr.Dataset) -> xr.Dataset:
     return ds.isel(sel)
 
 
-def plot_overlaps(ds: xr.Dataset, ax=None, **sel):
+def plot_overlaps(ds: xr.Dataset, ax: Axes | None = None, **sel: Any) -> Axes:
     """``M[h, f](t)`` for every real head and direction (one line per seed; ``sel`` picks a grid
-    point, e.g. ``H=4``)."""
+    point, e.g. ``H=4``).
+
+    Args:
+        ds: a Dataset of :func:`jaxattn.slm.train` (``M`` with dims ``(..., time, head, direction)``).
+        ax: the Axes to draw on (default: a new figure's).
+        **sel: coordinates selecting a grid point (``ds.sel(**sel)``); the other grid axes but
+            ``seed`` are reduced to their first value.
+
+    Returns:
+        The matplotlib ``Axes``.
+    """
     d = _runs(ds.sel(sel)) if sel else _runs(ds)
     ax = ax or plt.subplots(figsize=(5, 3.5))[1]
     t = d["time"].values
@@ -43,8 +59,19 @@ def plot_overlaps(ds: xr.Dataset, ax=None, **sel):
     return ax
 
 
-def plot_error(ds: xr.Dataset, bayes_risk: float | None = None, ax=None, **sel):
-    """Test error against time (mean and spread over seeds), with the Bayes risk drawn in."""
+def plot_error(ds: xr.Dataset, bayes_risk: float | None = None, ax: Axes | None = None, **sel: Any) -> Axes:
+    """Test error against time (mean and spread over seeds), with the Bayes risk drawn in.
+
+    Args:
+        ds: a Dataset of :func:`jaxattn.slm.train` (``error`` with dims ``(..., time)``).
+        bayes_risk: the Bayes risk, drawn as a horizontal line (``None``: not drawn).
+        ax: the Axes to draw on (default: a new figure's).
+        **sel: coordinates selecting a grid point (``ds.sel(**sel)``); the other grid axes but
+            ``seed`` are reduced to their first value.
+
+    Returns:
+        The matplotlib ``Axes``.
+    """
     d = _runs(ds.sel(sel)) if sel else _runs(ds)
     ax = ax or plt.subplots(figsize=(5, 3.5))[1]
     t = d["time"].values
@@ -63,8 +90,18 @@ def plot_error(ds: xr.Dataset, bayes_risk: float | None = None, ax=None, **sel):
     return ax
 
 
-def training_figure(ds: xr.Dataset, bayes_risk: float | None = None, path: str | None = None):
-    """Overlaps and error side by side; saved to ``path`` if given."""
+def training_figure(ds: xr.Dataset, bayes_risk: float | None = None, path: str | None = None) -> Figure:
+    """Overlaps and error side by side (:func:`plot_overlaps`, :func:`plot_error`); saved to
+    ``path`` if given.
+
+    Args:
+        ds: a Dataset of :func:`jaxattn.slm.train`.
+        bayes_risk: the Bayes risk drawn in the error panel (``None``: not drawn).
+        path: file to save the figure to (and close it); ``None``: only return it.
+
+    Returns:
+        The matplotlib ``Figure``.
+    """
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     plot_overlaps(ds, ax=a)
     plot_error(ds, bayes_risk, ax=b)

@@ -16,18 +16,25 @@ which validate their input (``ValueError`` naming the parameter).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpy.typing as npt
+from jax.typing import DTypeLike
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxattn.core import checks
 
 
 class Discrete(NamedTuple):
-    """``theta = support[k]`` with probability ``weights[k]``."""
+    """``theta = support[k]`` with probability ``weights[k]`` (Spec A, section 1).
+
+    Attributes:
+        support: the support points ``theta^(k)`` as rows, shape ``(K, F)``.
+        weights: their probabilities ``pi_k``, shape ``(K,)``, summing to one.
+    """
 
     support: Float[Array, "K F"]
     weights: Float[Array, " K"]
@@ -57,7 +64,13 @@ class Discrete(NamedTuple):
 
 
 class FlippedSpike(NamedTuple):
-    """``theta_f = mean_f + amplitude_f * r_f`` with independent Rademacher signs ``r_f``."""
+    """``theta_f = mean_f + amplitude_f * r_f`` with independent Rademacher signs ``r_f``
+    (Spec A, section 1).
+
+    Attributes:
+        mean_: the mean ``mu``, shape ``(F,)``.
+        amplitude: the amplitudes ``a_f`` (standard deviations), shape ``(F,)``.
+    """
 
     mean_: Float[Array, " F"]
     amplitude: Float[Array, " F"]
@@ -86,7 +99,14 @@ class FlippedSpike(NamedTuple):
 
 
 class Gaussian(NamedTuple):
-    """``theta ~ N(mean, cov)``; ``factor`` is a square root of ``cov`` (``cov = factor factor^T``)."""
+    """``theta ~ N(mean, cov)``; ``factor`` is a square root of ``cov`` (``cov = factor factor^T``)
+    (Spec A, section 1).
+
+    Attributes:
+        mean_: the mean, shape ``(F,)``.
+        cov_: the covariance, shape ``(F, F)``.
+        factor: a square root of the covariance, shape ``(F, F)``.
+    """
 
     mean_: Float[Array, " F"]
     cov_: Float[Array, "F F"]
@@ -120,8 +140,20 @@ class Gaussian(NamedTuple):
 Prior = Discrete | FlippedSpike | Gaussian
 
 
-def discrete(support, weights=None) -> Discrete:
-    """A discrete prior on the rows of ``support`` (shape ``(K, F)``); uniform weights by default."""
+def discrete(support: npt.ArrayLike, weights: npt.ArrayLike | None = None) -> Discrete:
+    """A discrete prior on the rows of ``support`` (shape ``(K, F)``); uniform weights by default.
+
+    Args:
+        support: the support points as rows, array-like of shape ``(K, F)``.
+        weights: their probabilities, shape ``(K,)``, non-negative and summing to one
+            (default: uniform).
+
+    Returns:
+        A :class:`Discrete` prior.
+
+    Raises:
+        ValueError: on a malformed ``support`` or ``weights``.
+    """
     support = checks.as_array("support", support, ndim=2)
     K = support.shape[0]
     if K < 1 or support.shape[1] < 1:
@@ -137,14 +169,34 @@ def discrete(support, weights=None) -> Discrete:
 
 
 def onehot(F: int, nu: float) -> Discrete:
-    """One-hot spikes ``theta = sqrt(nu) e_f``, ``f`` uniform in ``0..F-1``."""
+    """One-hot spikes ``theta = sqrt(nu) e_f``, ``f`` uniform in ``0..F-1`` (Spec A, section 1).
+
+    Args:
+        F: number of latent directions (``>= 1``).
+        nu: signal strength ``nu >= 0`` (``|theta|^2 = nu``).
+
+    Returns:
+        A :class:`Discrete` prior with support ``sqrt(nu) I_F`` ``(F, F)`` and uniform weights.
+    """
     F = checks.integer("F", F, 1)
     nu = checks.positive("nu", nu, allow_zero=True)
     return discrete(np.sqrt(nu) * np.eye(F))
 
 
-def flipped_spike(amplitude, mean=None) -> FlippedSpike:
-    """``theta_f = mean_f + amplitude_f r_f``, ``r_f = +-1``: diagonal covariance ``amplitude^2``."""
+def flipped_spike(amplitude: npt.ArrayLike, mean: npt.ArrayLike | None = None) -> FlippedSpike:
+    """``theta_f = mean_f + amplitude_f r_f``, ``r_f = +-1``: diagonal covariance ``amplitude^2``
+    (Spec A, section 1).
+
+    Args:
+        amplitude: the amplitudes ``a_f >= 0``, shape ``(F,)``.
+        mean: the mean ``mu``, shape ``(F,)`` (default: zero, the symmetric case).
+
+    Returns:
+        A :class:`FlippedSpike` prior.
+
+    Raises:
+        ValueError: on a malformed ``amplitude`` or ``mean``.
+    """
     amplitude = checks.as_array("amplitude", amplitude, ndim=1)
     if amplitude.size < 1 or np.any(amplitude < 0):
         raise ValueError(f"amplitude must be a non-empty list of values >= 0, got {amplitude.tolist()}")
@@ -154,8 +206,21 @@ def flipped_spike(amplitude, mean=None) -> FlippedSpike:
     return FlippedSpike(jnp.asarray(mean), jnp.asarray(amplitude))
 
 
-def gaussian(mean, cov) -> Gaussian:
-    """``theta ~ N(mean, cov)``; ``cov`` may be a scalar (isotropic), a vector (diagonal) or a matrix."""
+def gaussian(mean: npt.ArrayLike, cov: npt.ArrayLike) -> Gaussian:
+    """``theta ~ N(mean, cov)``; ``cov`` may be a scalar (isotropic), a vector (diagonal) or a matrix
+    (Spec A, section 1).
+
+    Args:
+        mean: the mean, shape ``(F,)``.
+        cov: the covariance: a scalar, a vector ``(F,)`` or a matrix ``(F, F)``, symmetric
+            positive semi-definite.
+
+    Returns:
+        A :class:`Gaussian` prior (with ``factor`` from the eigendecomposition of ``cov``).
+
+    Raises:
+        ValueError: on a malformed ``mean`` or ``cov``.
+    """
     mean = checks.as_array("mean", mean, ndim=1)
     F = mean.size
     if F < 1:
@@ -180,7 +245,19 @@ def gaussian(mean, cov) -> Gaussian:
 
 def from_name(name: str, F: int, nu: float = 1.0) -> Prior:
     """A prior by name, for the command line: ``onehot`` (``sqrt(nu) e_f``), ``flipped``
-    (``+-sqrt(nu)`` per direction) or ``gaussian`` (``N(0, nu I)``)."""
+    (``+-sqrt(nu)`` per direction) or ``gaussian`` (``N(0, nu I)``).
+
+    Args:
+        name: ``"onehot"``, ``"flipped"`` or ``"gaussian"``.
+        F: number of latent directions.
+        nu: signal strength (``>= 0``).
+
+    Returns:
+        The prior (:class:`Discrete`, :class:`FlippedSpike` or :class:`Gaussian`).
+
+    Raises:
+        ValueError: on an unknown ``name`` or an invalid ``F`` or ``nu``.
+    """
     if name == "onehot":
         return onehot(F, nu)
     F = checks.integer("F", F, 1)
@@ -192,20 +269,38 @@ def from_name(name: str, F: int, nu: float = 1.0) -> Prior:
     raise ValueError(f"prior must be 'onehot', 'flipped' or 'gaussian', got {name!r}")
 
 
-def astype(prior: Prior, dtype) -> Prior:
-    """The same prior with its arrays cast to ``dtype`` (float32 simulation, float64 theory)."""
+def astype(prior: Prior, dtype: DTypeLike) -> Prior:
+    """The same prior with its arrays cast to ``dtype`` (float32 simulation, float64 theory).
+
+    Args:
+        prior: any prior.
+        dtype: the floating dtype.
+
+    Returns:
+        A prior of the same family with every array of dtype ``dtype``.
+    """
     return jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), prior)
 
 
 FAMILIES = ("onehot", "flipped", "gaussian", "discrete")
 
 
-def from_spec(spec) -> Prior:
+def from_spec(spec: str | dict[str, Any]) -> Prior:
     """A prior from a table, as sweep files and stored results write it:
     ``{family = "onehot" | "flipped" | "gaussian", F, nu}`` (:func:`from_name`),
     ``{family = "discrete", support, weights}``, ``{family = "flipped", amplitude, mean}`` or
     ``{family = "gaussian", mean, cov}``. The class names of :func:`to_spec`'s output
-    (``Discrete``, ``FlippedSpike``, ``Gaussian``) are read too."""
+    (``Discrete``, ``FlippedSpike``, ``Gaussian``) are read too.
+
+    Args:
+        spec: the table, a ``dict`` or its JSON string.
+
+    Returns:
+        The prior (:class:`Discrete`, :class:`FlippedSpike` or :class:`Gaussian`).
+
+    Raises:
+        ValueError: on an unknown family or unknown parameters.
+    """
     if isinstance(spec, str):
         import json
 
@@ -231,7 +326,15 @@ def from_spec(spec) -> Prior:
 
 
 def to_spec(prior: Prior) -> dict:
-    """A JSON-safe description of ``prior`` that :func:`from_spec` reads back exactly."""
+    """A JSON-safe description of ``prior`` that :func:`from_spec` reads back exactly.
+
+    Args:
+        prior: any prior.
+
+    Returns:
+        A ``dict`` with ``family`` and the prior's arrays as nested lists (``support``,
+            ``weights``; ``mean``, ``amplitude``; or ``mean``, ``cov``).
+    """
     family = {Discrete: "discrete", FlippedSpike: "flipped", Gaussian: "gaussian"}[type(prior)]
     fields = {k: np.asarray(v).tolist() for k, v in prior._asdict().items() if k != "factor"}
     return {"family": family, **{k.rstrip("_"): v for k, v in fields.items()}}

@@ -4,7 +4,7 @@ From a trained model's order parameters ``(M, Q, b)``, repeatedly remove the hea
 raises the population risk ``R(M, Q, b)`` least. A removed head is masked, so each activation
 re-normalises exactly what it re-normalises without that head (the ``1/H`` of the mean, the
 joint normalisation of Bayes-softmax). The risk is evaluated on a fixed bank of draws
-(:mod:`jaxattn.theory.slm_risk`), so every candidate is compared on the same randomness.
+(:mod:`jaxattn.slm.risk`), so every candidate is compared on the same randomness.
 """
 
 from __future__ import annotations
@@ -14,36 +14,59 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Array, Bool, Float
 
 from jaxattn.slm.risk import Bank, risk
 
 
 class PruneResult(NamedTuple):
     """``risk[k]``: risk after removing ``k`` heads (``k = 0..H-1``); ``removed[k]``: the head
-    removed at step ``k + 1``."""
+    removed at step ``k + 1`` (Spec A, section 5).
+
+    Attributes:
+        risk: ``R(M, Q, b)`` against the number of heads removed, shape ``(H,)``.
+        removed: the indices of the removed heads in order, integers of shape ``(H - 1,)``.
+    """
 
     risk: np.ndarray
     removed: np.ndarray
 
 
 def prune_greedy(
-    M: Float[Array, "H F"],
-    Q: Float[Array, "H H"],
-    b: Float[Array, " H"],
+    M: Float[Array | np.ndarray, "H F"],
+    Q: Float[Array | np.ndarray, "H H"],
+    b: Float[Array | np.ndarray, " H"],
     bank: Bank,
     activation: str,
     aggregation: str | None = None,
-    pos_mask=None,
+    pos_mask: Bool[Array, " L"] | None = None,
 ) -> PruneResult:
-    """Greedy pruning down to one head; returns the risk against the number of heads removed."""
+    """Greedy pruning down to one head (Spec A, section 5); returns the risk against the number of
+    heads removed.
+
+    Args:
+        M: overlaps ``M[h, f] = k_h . s_f / D`` of the trained model, shape ``(H, F)``.
+        Q: overlaps ``Q[h, h'] = k_h . k_h' / D``, shape ``(H, H)``.
+        b: biases, shape ``(H,)``.
+        bank: fixed draws (:func:`jaxattn.slm.risk.make_bank`) with ``H`` heads.
+        activation: the attention activation's name.
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+
+    Returns:
+        A :class:`PruneResult`: ``risk`` ``(H,)`` and ``removed`` ``(H - 1,)``.
+
+    Raises:
+        ValueError: if the bank's number of heads is not ``H``.
+    """
     H = M.shape[0]
     if bank.z.shape[2] != H:
         raise ValueError(f"bank has {bank.z.shape[2]} heads, the model has H={H}")
 
     @jax.jit
     def risks(masks):  # risk of each candidate mask, all on the same bank
-        return jax.vmap(lambda m: risk(M, Q, b, bank, activation, aggregation, m, pos_mask))(masks)
+        M_, Q_, b_ = jnp.asarray(M), jnp.asarray(Q), jnp.asarray(b)
+        return jax.vmap(lambda m: risk(M_, Q_, b_, bank, activation, aggregation, m, pos_mask))(masks)
 
     alive = np.ones(H, bool)
     curve = [float(risks(jnp.asarray(alive[None]))[0])]

@@ -17,12 +17,13 @@ the positions the location is fixed at ``eps = 0`` (position 0 is always a real 
 from __future__ import annotations
 
 import itertools
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.core.attention import attention_weights, position_weights
@@ -31,16 +32,37 @@ from jaxattn.slm import priors
 
 class Bank(NamedTuple):
     """Fixed draws: standard-normal scores ``z[n, L, H]`` paired with latents ``theta[n, F]``
-    and weights ``weight[n]`` summing to one."""
+    and weights ``weight[n]`` summing to one (the expectations of Spec A, section 3).
+
+    Attributes:
+        z: standard-normal score draws (or quadrature nodes), shape ``(n, L, H)``.
+        theta: the latent paired with each draw, shape ``(n, F)``.
+        weight: the weight of each draw, shape ``(n,)``, summing to one.
+    """
 
     z: Float[Array, "n L H"]
     theta: Float[Array, "n F"]
     weight: Float[Array, " n"]
 
 
-def theta_nodes(prior: priors.Prior, key: PRNGKeyArray, n: int, order: int | None = None):
+def theta_nodes(
+    prior: priors.Prior, key: PRNGKeyArray, n: int, order: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Nodes and weights integrating ``P_theta``: the support (discrete), the ``2^F`` sign
-    combinations (flipped spike), or ``n`` draws / a Gauss-Hermite rule of ``order`` (Gaussian)."""
+    combinations (flipped spike), or ``n`` draws / a Gauss-Hermite rule of ``order`` (Gaussian).
+
+    Args:
+        prior: the latent prior ``P_theta``.
+        key: PRNG key of the draws (Gaussian prior without ``order``).
+        n: number of draws (Gaussian prior without ``order``).
+        order: Gauss-Hermite points per direction (Gaussian prior only; ``None``: draws).
+
+    Returns:
+        ``(nodes, weights)``: NumPy arrays of shapes ``(K, F)`` and ``(K,)``, weights summing to one.
+
+    Raises:
+        ValueError: for a flipped-spike prior with ``F > 12``.
+    """
     if isinstance(prior, priors.Discrete):
         return np.asarray(prior.support, float), np.asarray(prior.weights, float)
     if isinstance(prior, priors.FlippedSpike):
@@ -74,7 +96,7 @@ def make_bank(
     key: PRNGKeyArray | None = None,
     method: str = "mc",
     order: int = 5,
-    dtype=None,
+    dtype: DTypeLike | None = None,
 ) -> Bank:
     """A bank of draws for :func:`risk` (``L``, ``H`` are the padded sizes).
 
@@ -85,6 +107,24 @@ def make_bank(
     the prior's factor): a quasi-Monte Carlo rule, whose error falls faster than ``n^-1/2`` on the
     smooth integrands of the risk. ``method="quadrature"``: a Gauss-Hermite rule of ``order``
     points per score dimension, exact for tiny ``H * L`` (at most 8 dimensions).
+
+    Args:
+        prior: the latent prior ``P_theta``.
+        L: sequence length (padded).
+        H: number of heads (padded).
+        n: number of score draws (``"mc"``, ``"sobol"``) or of latent draws of a Gaussian prior.
+        key: PRNG key of the draws (default ``jax.random.key(0)``).
+        method: ``"mc"``, ``"sobol"`` or ``"quadrature"``.
+        order: Gauss-Hermite points per dimension (``"quadrature"``).
+        dtype: dtype of the bank (default: JAX's default float, float64 under x64).
+
+    Returns:
+        A :class:`Bank` with ``z`` ``(N, L, H)``, ``theta`` ``(N, F)``, ``weight`` ``(N,)``, where
+            ``N`` is the number of draws times the number of latent nodes (discrete and flipped-spike
+            priors) or the number of draws (Gaussian).
+
+    Raises:
+        ValueError: on an unknown ``method``, or ``"quadrature"`` with ``H * L > 8``.
     """
     key = jax.random.key(0) if key is None else key
     k_z, k_t = jax.random.split(key)
@@ -112,7 +152,10 @@ def make_bank(
         gauss = isinstance(prior, priors.Gaussian)
         d = L * H + (prior.F if gauss else 0)
         seed = int(jax.random.randint(k_z, (), 0, 2**31 - 1))
-        u = qmc.Sobol(d, scramble=True, seed=seed).random_base2(max(1, int(np.ceil(np.log2(n)))))
+        # ``seed=`` is SciPy's legacy keyword (``rng=`` since 1.15, through a decorator that hides
+        # it from the signature); ``rng=`` would give other points, and older SciPy lacks it.
+        sobol = qmc.Sobol(d, scramble=True, seed=seed)  # pyright: ignore[reportCallIssue]
+        u = sobol.random_base2(max(1, int(np.ceil(np.log2(n)))))
         g = norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
         zn = g[:, : L * H]
         if gauss:
@@ -144,7 +187,18 @@ def bank_scores(
     M: Float[Array, "H F"], Q: Float[Array, "H H"], bank: Bank, head_mask: Bool[Array, " H"] | None = None
 ) -> Float[Array, "n H L"]:
     """The scores of every draw: ``chi[:, l] = C z_l + M theta 1[l = 0]`` with ``C C^T = Q``, i.e.
-    Gaussian with mean ``M theta`` at the relevant position 0 and covariance ``Q``."""
+    Gaussian with mean ``M theta`` at the relevant position 0 and covariance ``Q`` (Spec A,
+    section 3).
+
+    Args:
+        M: overlaps ``M[h, f] = k_h . s_f / D``, shape ``(H, F)``.
+        Q: overlaps ``Q[h, h'] = k_h . k_h' / D``, shape ``(H, H)``.
+        bank: the fixed draws, ``z`` of shape ``(n, L, H)``.
+        head_mask: real heads, shape ``(H,)`` (default: all); padded heads get zero scores.
+
+    Returns:
+        The scores ``chi``, shape ``(n, H, L)``.
+    """
     H = M.shape[0]
     head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
     M = jnp.where(head_mask[:, None], M, 0.0)
@@ -153,8 +207,28 @@ def bank_scores(
     return chi.at[:, :, 0].add(bank.theta @ M.T)
 
 
-def draw_loss(chi: Float[Array, "H L"], b, activation, aggregation=None, head_mask=None, pos_mask=None):
-    """``(1 - w_0)^2 + sum_{l>0} w_l^2`` for one draw of the scores (the relevant token at 0)."""
+def draw_loss(
+    chi: Float[Array, "H L"],
+    b: Float[Array, " H"],
+    activation: str,
+    aggregation: str | None = None,
+    head_mask: Bool[Array, " H"] | None = None,
+    pos_mask: Bool[Array, " L"] | None = None,
+) -> Float[Array, ""]:
+    """``(1 - w_0)^2 + sum_{l>0} w_l^2`` for one draw of the scores (the relevant token at 0;
+    Spec A, section 3).
+
+    Args:
+        chi: the scores of one draw, shape ``(H, L)``.
+        b: biases, shape ``(H,)``.
+        activation: the attention activation's name.
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
+        head_mask: real heads, shape ``(H,)`` (default: all).
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+
+    Returns:
+        The loss of the draw, a scalar.
+    """
     H, L = chi.shape
     head_mask = jnp.ones(H, bool) if head_mask is None else head_mask
     b = jnp.where(head_mask, b, 0.0)
@@ -174,19 +248,64 @@ def risk_terms(
     head_mask: Bool[Array, " H"] | None = None,
     pos_mask: Bool[Array, " L"] | None = None,
 ) -> Float[Array, " n"]:
-    """Per-draw losses ``(1 - w_0)^2 + sum_{l>0} w_l^2``; :func:`risk` is their weighted mean."""
+    """Per-draw losses ``(1 - w_0)^2 + sum_{l>0} w_l^2``; :func:`risk` is their weighted mean.
+
+    Args:
+        M: overlaps ``M[h, f] = k_h . s_f / D``, shape ``(H, F)``.
+        Q: overlaps ``Q[h, h'] = k_h . k_h' / D``, shape ``(H, H)``.
+        b: biases, shape ``(H,)``.
+        bank: the fixed draws (:func:`make_bank`), ``n`` of them.
+        activation: the attention activation's name.
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
+        head_mask: real heads, shape ``(H,)`` (default: all).
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+
+    Returns:
+        The losses, shape ``(n,)``.
+    """
     chi = bank_scores(M, Q, bank, head_mask)
     return jax.vmap(lambda c: draw_loss(c, b, activation, aggregation, head_mask, pos_mask))(chi)
 
 
-def risk(M, Q, b, bank: Bank, activation: str, aggregation=None, head_mask=None, pos_mask=None):
-    """``R(M, Q, b)`` (Spec A, section 3) on a fixed bank: deterministic and differentiable."""
+def risk(
+    M: Float[Array, "H F"],
+    Q: Float[Array, "H H"],
+    b: Float[Array, " H"],
+    bank: Bank,
+    activation: str,
+    aggregation: str | None = None,
+    head_mask: Bool[Array, " H"] | None = None,
+    pos_mask: Bool[Array, " L"] | None = None,
+) -> Float[Array, ""]:
+    """``R(M, Q, b)`` (Spec A, section 3) on a fixed bank: deterministic and differentiable.
+
+    Args:
+        M: overlaps ``M[h, f] = k_h . s_f / D``, shape ``(H, F)``.
+        Q: overlaps ``Q[h, h'] = k_h . k_h' / D``, shape ``(H, H)``.
+        b: biases, shape ``(H,)``.
+        bank: the fixed draws (:func:`make_bank`).
+        activation: the attention activation's name.
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
+        head_mask: real heads, shape ``(H,)`` (default: all).
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+
+    Returns:
+        The risk, a scalar: the bank-weighted mean of :func:`risk_terms`.
+    """
     return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
 
 
 class RiskMinimum(NamedTuple):
     """The end point of :func:`minimise_risk` and its risk; ``grad_norm`` is the size of the
-    gradient there (in the ``(M, A, b)`` coordinates), a convergence check."""
+    gradient there (in the ``(M, A, b)`` coordinates), a convergence check.
+
+    Attributes:
+        M: overlaps at the minimum, shape ``(H, F)``.
+        Q: ``Q = M M^T + A A^T`` at the minimum, shape ``(H, H)``.
+        b: biases at the minimum, shape ``(H,)``.
+        risk: ``R(M, Q, b)`` there, a scalar.
+        grad_norm: the Euclidean norm of the gradient in ``(M, A, b)``, a scalar.
+    """
 
     M: Float[Array, "H F"]
     Q: Float[Array, "H H"]
@@ -206,14 +325,30 @@ def minimise_risk(
     pos_mask: Bool[Array, " L"] | None = None,
     n_steps: int = 300,
 ) -> RiskMinimum:
-    """A local minimum of ``R(M, Q, b)`` reached from ``(M0, Q0, b0)`` by L-BFGS (optax).
+    """A local minimum of ``R(M, Q, b)`` (Spec A, section 3) reached from ``(M0, Q0, b0)`` by
+    L-BFGS (optax).
 
     Only ``Q >= M M^T`` is realisable by keys (``Q - M M^T`` is the Gram matrix of the keys'
     components outside the signal directions), so the search runs on ``(M, A, b)`` with
     ``Q = M M^T + A A^T``. This is the end point gradient flow (the noise-free ODE) converges to
     from a nearby start, without integrating the slow and sometimes stiff approach to it (a
     softmax-1 head switching itself off sends ``b_h -> -inf``). Jit- and vmap-friendly: vmap it
-    over starts or over banks scaled to several signal strengths."""
+    over starts or over banks scaled to several signal strengths.
+
+    Args:
+        M0: starting overlaps ``M``, shape ``(H, F)``.
+        Q0: starting overlaps ``Q``, shape ``(H, H)``.
+        b0: starting biases, shape ``(H,)``.
+        bank: the fixed draws (:func:`make_bank`).
+        activation: the attention activation's name.
+        aggregation: ``"mean"`` or ``"sum"`` over heads (``None``: the activation's default).
+        head_mask: real heads, shape ``(H,)`` (default: all); padded heads start at zero.
+        pos_mask: real positions, shape ``(L,)`` (default: all).
+        n_steps: number of L-BFGS iterations.
+
+    Returns:
+        A :class:`RiskMinimum` with the end point ``(M, Q, b)``, its risk and gradient norm.
+    """
     H = M0.shape[0]
     hm = jnp.ones(H, bool) if head_mask is None else head_mask
 
@@ -234,7 +369,7 @@ def minimise_risk(
         return (optax.apply_updates(params, updates), state), None
 
     (params, _), _ = jax.lax.scan(step, (params, opt.init(params)), length=n_steps)
-    M, A, b = params
+    M, A, b = cast(tuple[Array, Array, Array], params)
     value, g = jax.value_and_grad(f)(params)
     gn = jnp.sqrt(sum(jnp.sum(x**2) for x in jax.tree_util.tree_leaves(g)))
     return RiskMinimum(M, M @ M.T + A @ A.T, b, value, gn)

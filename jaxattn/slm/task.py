@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax.typing import DTypeLike
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
 from jaxattn.core import checks
@@ -25,7 +26,13 @@ from jaxattn.slm.priors import Prior
 
 
 class Draw(NamedTuple):
-    """The random numbers of one sample, before a grid point turns them into data."""
+    """The random numbers of one sample, before a grid point turns them into data (:func:`assemble`).
+
+    Attributes:
+        noise: the Gaussian tokens ``xi_l ~ N(0, I_D)`` of every (padded) position, shape ``(L, D)``.
+        u: uniform in ``[0, 1)``, shape ``()``; the location is ``floor(u L)``.
+        theta: a draw of ``P_theta`` at unit signal strength, shape ``(F,)``.
+    """
 
     noise: Float[Array, "L D"]  # xi_l for every (padded) position
     u: Float[Array, ""]  # uniform in [0, 1): the location is floor(u L)
@@ -33,13 +40,34 @@ class Draw(NamedTuple):
 
 
 class Sample(NamedTuple):
+    """One sample of the single-location model (Spec A, section 1); the target is ``y = X[eps]``.
+
+    Attributes:
+        X: the tokens, shape ``(L, D)``: ``x_l ~ N(0, I_D)``, plus the spike
+            ``sum_f theta_f s_f / sqrt(D)`` at ``l = eps``.
+        eps: the location of the relevant token, an integer scalar.
+        theta: the latent (at the sample's signal strength), shape ``(F,)``.
+    """
+
     X: Float[Array, "L D"]
     eps: Int[Array, ""]
     theta: Float[Array, " F"]
 
 
 def check_dims(D: int, L: int, F: int) -> tuple[int, int, int]:
-    """Validate the dimensions (``L >= 2``, ``D >= F >= 1``)."""
+    """Validate the dimensions (``L >= 2``, ``D >= F >= 1``).
+
+    Args:
+        D: embedding dimension.
+        L: sequence length.
+        F: number of latent directions.
+
+    Returns:
+        ``(D, L, F)`` as Python ints.
+
+    Raises:
+        ValueError: naming the dimension that is out of range.
+    """
     L = checks.integer("L", L, 2)
     F = checks.integer("F", F, 1)
     D = checks.integer("D", D, 1)
@@ -48,9 +76,19 @@ def check_dims(D: int, L: int, F: int) -> tuple[int, int, int]:
     return D, L, F
 
 
-def latent_directions(key: PRNGKeyArray, D: int, F: int, dtype=jnp.float32) -> Float[Array, "F D"]:
+def latent_directions(key: PRNGKeyArray, D: int, F: int, dtype: DTypeLike = jnp.float32) -> Float[Array, "F D"]:
     """``F`` orthogonal directions ``s_f`` in ``R^D`` with ``|s_f|^2 = D``: an orthonormalised
-    Gaussian draw scaled by ``sqrt(D)``."""
+    Gaussian draw scaled by ``sqrt(D)`` (Spec A, section 1).
+
+    Args:
+        key: PRNG key of the Gaussian draw.
+        D: embedding dimension (``>= F``).
+        F: number of directions.
+        dtype: floating dtype of the result.
+
+    Returns:
+        The directions ``s_f`` as rows, shape ``(F, D)``.
+    """
     D = checks.integer("D", D, 1)
     F = checks.integer("F", F, 1)
     if D < F:
@@ -59,8 +97,20 @@ def latent_directions(key: PRNGKeyArray, D: int, F: int, dtype=jnp.float32) -> F
     return (q.T * jnp.sqrt(D)).astype(dtype)
 
 
-def draw(key: PRNGKeyArray, prior: Prior, L_max: int, D: int, dtype=jnp.float32) -> Draw:
-    """The random numbers of one sample, with ``L_max`` token slots."""
+def draw(key: PRNGKeyArray, prior: Prior, L_max: int, D: int, dtype: DTypeLike = jnp.float32) -> Draw:
+    """The random numbers of one sample, with ``L_max`` token slots; token ``l`` is drawn from
+    ``fold_in(key, l)``.
+
+    Args:
+        key: PRNG key of the sample.
+        prior: the latent prior ``P_theta`` (at unit signal strength).
+        L_max: number of token slots (the largest sequence length of a grid).
+        D: embedding dimension.
+        dtype: floating dtype of the draws.
+
+    Returns:
+        A :class:`Draw`: ``noise`` ``(L_max, D)``, ``u`` ``()``, ``theta`` ``(F,)``.
+    """
     k_tok, k_u, k_theta = jax.random.split(key, 3)
     noise = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(k_tok, i), (D,), dtype))(jnp.arange(L_max))
     u = jax.random.uniform(k_u, (), dtype)
@@ -68,13 +118,34 @@ def draw(key: PRNGKeyArray, prior: Prior, L_max: int, D: int, dtype=jnp.float32)
 
 
 def location(u: Float[Array, ""], L: Int[Array, ""]) -> Int[Array, ""]:
-    """``eps = floor(u L)``: uniform in ``0..L-1`` for ``u`` uniform in ``[0, 1)``."""
+    """``eps = floor(u L)``: uniform in ``0..L-1`` for ``u`` uniform in ``[0, 1)``.
+
+    Args:
+        u: uniform number in ``[0, 1)``, shape ``()``.
+        L: sequence length, shape ``()``.
+
+    Returns:
+        The location ``eps`` (int32, clipped to ``L - 1``), shape ``()``.
+    """
     return jnp.minimum(jnp.floor(u * L).astype(jnp.int32), L - 1)
 
 
-def assemble(d: Draw, directions: Float[Array, "F D"], L: Int[Array, ""], signal: Float[Array, ""] = 1.0) -> Sample:
+def assemble(
+    d: Draw, directions: Float[Array, "F D"], L: Int[Array, ""], signal: float | Float[Array, ""] = 1.0
+) -> Sample:
     """The sample of one grid point: sequence length ``L`` (positions ``>= L`` are padding, to be
-    masked), latent ``signal * theta``."""
+    masked), latent ``signal * theta``, relevant token
+    ``x_eps = xi_eps + sum_f theta_f s_f / sqrt(D)`` (Spec A, section 1).
+
+    Args:
+        d: the random numbers of the sample (:func:`draw`), ``noise`` of shape ``(L_max, D)``.
+        directions: the latent directions ``s_f``, shape ``(F, D)``.
+        L: sequence length of the grid point, shape ``()``.
+        signal: scale of the latent, ``theta -> signal * theta``.
+
+    Returns:
+        A :class:`Sample`: ``X`` ``(L_max, D)``, ``eps`` ``()``, ``theta`` ``(F,)``.
+    """
     D = d.noise.shape[-1]
     eps = location(d.u, L)
     theta = signal * d.theta
@@ -91,7 +162,20 @@ def sample(
     L_max: int | None = None,
     signal: float = 1.0,
 ) -> Sample:
-    """One sample ``(X, eps, theta)`` of the single-location model; the target is ``X[eps]``."""
+    """One sample ``(X, eps, theta)`` of the single-location model (Spec A, section 1); the
+    target is ``X[eps]``.
+
+    Args:
+        key: PRNG key of the sample.
+        directions: the latent directions ``s_f``, shape ``(F, D)``.
+        prior: the latent prior ``P_theta``.
+        L: sequence length.
+        L_max: number of token slots (default ``L``); positions ``>= L`` are padding.
+        signal: scale of the latent, ``theta -> signal * theta``.
+
+    Returns:
+        A :class:`Sample`: ``X`` ``(L_max, D)``, ``eps`` ``()``, ``theta`` ``(F,)``.
+    """
     F, D = directions.shape
     L_max = L if L_max is None else L_max
     d = draw(key, prior, L_max, D, directions.dtype)

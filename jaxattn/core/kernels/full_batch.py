@@ -14,17 +14,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import jax
 import jax.numpy as jnp
 import optax
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Float, Int
 
 from jaxattn.core.divergence import guard
 
 
 class FullBatchState(NamedTuple):
+    """The state of one full-batch run, as returned by ``init`` and ``step`` of :class:`FullBatch`.
+
+    Attributes:
+        params: The model's parameters (a pytree, as given to ``init``).
+        opt_state: The optax state (``optax.InjectStatefulHyperparamsState``), holding the run's
+            own learning rate in ``hyperparams["learning_rate"]``.
+        step: Number of steps taken, int32 scalar ``()``.
+        loss: ``loss_fn`` at the parameters before the last step, float scalar ``()`` (``inf``
+            before the first step).
+        grad_norm: Global norm of the gradient at that point, float scalar ``()`` (``inf`` before
+            the first step).
+        diverged: Boolean scalar ``()``: a step gave a non-finite loss or gradient (sticky; the
+            run is then frozen).
+    """
+
     params: Any
     opt_state: Any
     step: Int[Array, ""]
@@ -34,7 +50,13 @@ class FullBatchState(NamedTuple):
 
 
 class FullBatch(NamedTuple):
-    """An ``(init, step)`` pair in the manner of optax / blackjax."""
+    """An ``(init, step)`` pair in the manner of optax / blackjax.
+
+    Attributes:
+        init: ``init(params, lr) -> FullBatchState``, ``lr`` the run's learning rate (a scalar).
+        step: ``step(state, data) -> FullBatchState``: one optimiser step on ``loss_fn(params,
+            data)``.
+    """
 
     init: Callable[[Any, Float[Array, ""]], FullBatchState]
     step: Callable[[FullBatchState, Any], FullBatchState]
@@ -48,13 +70,23 @@ def full_batch(
     final_lr_fraction: float = 0.01,
 ) -> FullBatch:
     """The ``(init, step)`` pair of one full-batch run of ``optimizer`` (an optax constructor
-    taking ``learning_rate``) on ``loss_fn``."""
+    taking ``learning_rate``) on ``loss_fn``.
+
+    Args:
+        loss_fn: ``loss_fn(params, data)``, a float scalar ``()``.
+        optimizer: An optax constructor taking ``learning_rate`` (default ``optax.adam``).
+        n_steps: Length of the cosine decay of the learning rate (at least 1 is used).
+        final_lr_fraction: The rate from step ``n_steps`` on, as a fraction of the run's ``lr``.
+
+    Returns:
+        A :class:`FullBatch` ``(init, step)`` pair over :class:`FullBatchState`.
+    """
     opt = optax.inject_hyperparams(optimizer)(learning_rate=1.0)
     # the factor multiplying each run's own rate: 1 at step 0, final_lr_fraction from n_steps on
     factor = optax.cosine_decay_schedule(1.0, max(n_steps, 1), alpha=final_lr_fraction)
 
     def init(params, lr) -> FullBatchState:
-        opt_state = opt.init(params)
+        opt_state = cast(optax.InjectStatefulHyperparamsState, opt.init(params))
         opt_state.hyperparams["learning_rate"] = jnp.asarray(lr, jnp.float32)
         z = jnp.zeros((), jnp.float32)
         return FullBatchState(
@@ -81,6 +113,16 @@ def full_batch(
 
 
 @partial(jax.jit, static_argnums=(0,))
-def run(fb: FullBatch, state: FullBatchState, data, n_steps) -> FullBatchState:
-    """``n_steps`` steps of one run (``n_steps`` traced: one compile for every length)."""
+def run(fb: FullBatch, state: FullBatchState, data: Any, n_steps: ArrayLike) -> FullBatchState:
+    """``n_steps`` steps of one run (``n_steps`` traced: one compile for every length).
+
+    Args:
+        fb: The kernel, from :func:`full_batch` (static: hashed for the compile cache).
+        state: The run's state.
+        data: The data passed to every ``step``.
+        n_steps: Number of steps (an int or a traced integer scalar).
+
+    Returns:
+        The :class:`FullBatchState` after ``n_steps`` steps.
+    """
     return jax.lax.fori_loop(0, n_steps, lambda _, s: fb.step(s, data), state)

@@ -23,12 +23,22 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
 
 from jaxattn.core.divergence import all_finite, guard
 
 
 class SGLDState(NamedTuple):
+    """The state of one SGLD chain, as returned by ``init`` and ``step`` of :class:`SGLD`.
+
+    Attributes:
+        position: The chain's position ``theta`` (a pytree, as given to ``init``).
+        step: Number of steps taken, int32 scalar ``()``.
+        diverged: Boolean scalar ``()``: a step gave a non-finite position (sticky; the chain is
+            then frozen).
+    """
+
     position: Any
     step: Int[Array, ""]
     diverged: Bool[Array, ""]
@@ -37,14 +47,27 @@ class SGLDState(NamedTuple):
 class SGLD(NamedTuple):
     """An ``(init, step)`` pair in the manner of ``blackjax.SamplingAlgorithm``:
     ``step(key, state, data, step_size)`` with ``step_size`` a pytree of per-block scalars
-    matching the position (or one scalar)."""
+    matching the position (or one scalar).
+
+    Attributes:
+        init: ``init(position) -> SGLDState``.
+        step: ``step(key, state, data, step_size) -> SGLDState``: one Langevin step.
+    """
 
     init: Callable[[Any], SGLDState]
     step: Callable[[PRNGKeyArray, SGLDState, Any, Any], SGLDState]
 
 
 def sgld(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> SGLD:
-    """The unadjusted Langevin kernel for ``exp(-N potential_fn(position, data))``."""
+    """The unadjusted Langevin kernel for ``exp(-N potential_fn(position, data))``.
+
+    Args:
+        potential_fn: ``U(position, data)``, a float scalar ``()``.
+        N: The factor ``N`` of the target ``exp(-N U)`` (a float or a scalar array).
+
+    Returns:
+        An :class:`SGLD` ``(init, step)`` pair over :class:`SGLDState`.
+    """
 
     def init(position) -> SGLDState:
         return SGLDState(position, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
@@ -70,19 +93,55 @@ def _broadcast(step_size, position):
     return jax.tree_util.tree_map(lambda _: step_size, position)
 
 
-def advance(kernel: SGLD, key, state: SGLDState, data, step_size, n) -> SGLDState:
+def advance(kernel: SGLD, key: PRNGKeyArray, state: SGLDState, data: Any, step_size: Any, n: ArrayLike) -> SGLDState:
     """``n`` steps of one chain (``n`` may be traced); step ``m`` uses ``fold_in(key, m)`` of the
-    chain's step counter, so a chain does not depend on how its steps are cut into calls."""
+    chain's step counter, so a chain does not depend on how its steps are cut into calls.
+
+    Args:
+        kernel: The kernel, from :func:`sgld`.
+        key: The chain's PRNG key.
+        state: The chain's state.
+        data: The data passed to every step.
+        step_size: Per-block step sizes (a pytree like the position) or one scalar.
+        n: Number of steps (an int or a traced integer scalar).
+
+    Returns:
+        The :class:`SGLDState` after ``n`` steps.
+    """
     return jax.lax.fori_loop(0, n, lambda _, s: kernel.step(jax.random.fold_in(key, s.step), s, data, step_size), state)
 
 
 def run_chain(
-    kernel: SGLD, observe_fn: Callable, key, state: SGLDState, data, step_size, burn_in, n_kept: int, thin: int
-):
+    kernel: SGLD,
+    observe_fn: Callable,
+    key: PRNGKeyArray,
+    state: SGLDState,
+    data: Any,
+    step_size: Any,
+    burn_in: ArrayLike,
+    n_kept: int,
+    thin: int,
+) -> tuple[SGLDState, Any]:
     """``burn_in`` steps, then ``n_kept`` draws of ``observe_fn(position, data)`` every ``thin``
     steps (:func:`advance` between draws). Not jitted itself: wrap it (vmapped over chains) in
     the caller's ``jax.jit``. Returns the final state and the draws (leading axis ``n_kept``),
-    ``NaN`` once diverged."""
+    ``NaN`` once diverged.
+
+    Args:
+        kernel: The kernel, from :func:`sgld`.
+        observe_fn: ``observe_fn(position, data)``, a pytree of arrays to record.
+        key: The chain's PRNG key.
+        state: The chain's initial state.
+        data: The data passed to every step and to ``observe_fn``.
+        step_size: Per-block step sizes (a pytree like the position) or one scalar.
+        burn_in: Number of steps before the first draw (may be traced).
+        n_kept: Number of draws.
+        thin: Number of steps between draws (the first draw comes ``thin`` steps after burn-in).
+
+    Returns:
+        ``(state, draws)``: the final :class:`SGLDState`, and the pytree of ``observe_fn``'s
+            outputs, each leaf of shape ``(n_kept, ...)``.
+    """
     state = advance(kernel, key, state, data, step_size, burn_in)
 
     def draw(st, _):
