@@ -223,13 +223,17 @@ class CopyTheoryConfig:
         attention: ``"softmax"`` or ``"linear"``.
         linear_norm: linear attention ``A = G / L`` (``"L"``) or ``A = G`` (``"none"``).
         cyclic: cyclic boundary, or position 0 dropped from the loss.
+        precision: ``"float64"`` (the default) or ``"float32"``, whose accuracy against float64
+            ``docs/theory/copy_head.md`` states (section "Precision").
     """
 
     attention: str = field(default="softmax", metadata=_h("Attention: softmax or linear."))
     linear_norm: str = field(default="L", metadata=_h("Linear attention A = G / L (L) or A = G (none)."))
     cyclic: bool = field(default=True, metadata=_h("Cyclic boundary."))
+    precision: str = field(default="float64", metadata=_h("float64, or float32 (accuracy in the docs)."))
 
     def validate(self) -> CopyTheoryConfig:
         checks.choice("attention", self.attention, cm.ATTENTIONS)
         checks.choice("linear_norm", self.linear_norm, cm.LINEAR_NORMS)
+        checks.choice("precision", self.precision, ("float64", "float32"))
         return self

@@ -492,7 +492,8 @@ COPY_SGLD = CopySGLD()
 
 
 class CopyTheory(OneShot):
-    """The global minimum of the reduced effective action (Spec B, section 3), float64: for
+    """The global minimum of the reduced effective action (Spec B, section 3), float64 (float32
+    with ``precision = "float32"``): for
     softmax the minimising ``c_G``, both branches' minima and their number; for linear the
     minimising ``(a_1, a_G)``; for both the action, the previous-token weight and the test error.
     ``L``, ``V`` and the hyper-parameters are traced numbers, so they are axes like ``P``.
@@ -527,7 +528,8 @@ class CopyTheory(OneShot):
         return c, {}
 
     def params(self, c, points):
-        return {k: jnp.asarray(points[k], jnp.float64) for k in ("P", "L", "V", "N", "beta", "omega", "sigma_G2")}
+        f = jnp.result_type(float)  # float64, or float32 with precision = float32
+        return {k: jnp.asarray(points[k], f) for k in ("P", "L", "V", "N", "beta", "omega", "sigma_G2")}
 
     def _one(self, c: CopyTheoryConfig, p) -> dict:
         L = p["L"]

@@ -80,6 +80,19 @@ class Experiment:
     block: int = 2  # default streams per block
     group: int = 1  # default members per group
 
+    def uses_x64(self, config) -> bool:
+        """Whether a run of ``config`` is traced and run in float64: :attr:`x64`, unless the config
+        has a ``precision`` field (``"float64"`` or ``"float32"``), which decides.
+
+        Args:
+            config: The run's validated config.
+
+        Returns:
+            ``True`` for float64.
+        """
+        precision = getattr(config, "precision", None)
+        return self.x64 if precision is None else precision == "float64"
+
     # --- declared ----------------------------------------------------------------------------
     @property
     def axis(self) -> dict[str, Axis]:

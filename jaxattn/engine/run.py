@@ -86,6 +86,11 @@ class Plan:
     shared: Any = field(compare=False)
 
     @property
+    def x64(self) -> bool:
+        """Whether the run is traced and run in float64 (:meth:`Experiment.uses_x64`)."""
+        return self.experiment.uses_x64(self.config)
+
+    @property
     def variables(self) -> list[str]:
         """The grid's variables, in dimension order."""
         return self.grid.variables
@@ -177,7 +182,7 @@ def make_plan(
         if a.name not in grid.variables and a.name not in fixed_axes:
             fixed_axes[a.name] = a.default
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
-    with jax.enable_x64(experiment.x64):
+    with jax.enable_x64(experiment.uses_x64(config)):
         static, shared = experiment.setup(config, values)
     return Plan(
         experiment,
@@ -458,7 +463,7 @@ def compute_chunk(
     n_dev = len(devices)
     per = lay.n_blocks // n_dev
     n_segments = len(e.progress_units(plan.static)[0])
-    with jax.enable_x64(e.x64):
+    with jax.enable_x64(plan.x64):
         params = e.params(plan.static, plan.columns(lay.slots))
         params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, G, M) + x.shape[1:]), params)
 
@@ -466,14 +471,14 @@ def compute_chunk(
     # runs on the first device, with one compiled program (measured: a third of the compile time
     # of one program per host device, the same run time); accelerators get one program each
     on_cpu = devices[0].platform == "cpu"
-    if e.x64:
+    if plan.x64:
         from jaxattn.core.precision import warn_if_slow
 
         warn_if_slow(devices[0])
 
     def on_device(i: int):
         dev = devices[0] if on_cpu else devices[i]
-        with jax.enable_x64(e.x64):
+        with jax.enable_x64(plan.x64):
             put = functools.partial(jax.device_put, device=dev)
             p = put(jax.tree_util.tree_map(lambda x: x[i], params))
             shared, nb, ng = put(plan.shared), put(np.int32(per)), put(np.int32(G))
@@ -647,5 +652,5 @@ def dataset_attrs(plan: Plan) -> dict:
         "block": plan.block,
         "group": plan.group,
         **plan.experiment.attrs(plan.config, plan.static),
-        "provenance": provenance.as_attr(plan.experiment.x64),
+        "provenance": provenance.as_attr(plan.x64),
     }

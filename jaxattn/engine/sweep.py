@@ -274,7 +274,7 @@ def run_sweep(
         event="start",
         worker=label,
         process=jax.process_index(),
-        provenance=provenance.collect(plan.experiment.x64),
+        provenance=provenance.collect(plan.x64),
     )
     computed, failed = [], {}
     t0 = time.perf_counter()

@@ -122,6 +122,9 @@ class SLMODEConfig(SLMConfig):
         rtol: relative tolerance of the adaptive Dopri5 solver.
         atol: absolute tolerance of the adaptive Dopri5 solver.
         max_steps: solver steps before a solve is reported as failed.
+        precision: ``"float64"`` (the default) or ``"float32"``; float32 keeps ``M`` within the
+            accuracy measured in ``docs/theory/single_location.md`` (section 9) and runs at full
+            speed where float64 is slow (consumer GPUs, TPUs).
     """
 
     n_bank: int = field(default=4000, metadata=_help("Monte Carlo draws of the ODE's expectations."))
@@ -130,6 +133,9 @@ class SLMODEConfig(SLMConfig):
     rtol: float = field(default=1e-5, metadata=_help("Relative tolerance of the solver."))
     atol: float = field(default=1e-7, metadata=_help("Absolute tolerance of the solver."))
     max_steps: int = field(default=20000, metadata=_help("Solver steps before a solve counts as failed."))
+    precision: str = field(
+        default="float64", metadata=_help("float64, or float32 (faster on accelerators; accuracy in the docs).")
+    )
 
     def validate(self) -> SLMODEConfig:
         super().validate()
@@ -142,6 +148,7 @@ class SLMODEConfig(SLMConfig):
         checks.positive("rtol", self.rtol)
         checks.positive("atol", self.atol)
         checks.integer("max_steps", self.max_steps, 1)
+        checks.choice("precision", self.precision, ("float64", "float32"))
         return self
 
 

@@ -320,7 +320,8 @@ class ODEStatic(NamedTuple):
 
 
 class OrderParameterODE(Experiment):
-    """The order-parameter ODEs of online SGD (Spec A, section 3) in float64, each point started
+    """The order-parameter ODEs of online SGD (Spec A, section 3) in float64 (float32 with
+    ``precision = "float32"``, ``docs/theory/single_location.md``, section 9), each point started
     from the initial ``(M, Q, b)`` of the online-SGD run of the same seed (its keys drawn at
     dimension ``D``): ``M``, ``Q``, ``b`` and the risk at the recording times, and whether the
     solve failed (``diverged``). Each segment integrates one interval between recording times.
@@ -348,15 +349,17 @@ class OrderParameterODE(Experiment):
 
     def setup(self, config: SLMODEConfig, values):
         H_max, L_max = max(values["H"]), max(values["L"])
-        bank = make_bank(
-            config.prior,
-            L_max,
-            H_max,
-            n=config.n_bank,
-            key=jax.random.key(config.bank_seed),
-            method=config.bank_method,
-            dtype=jnp.float64,
-        )
+        with jax.enable_x64(True):  # the same draws at either precision: float32 is the float64 bank rounded
+            bank = make_bank(
+                config.prior,
+                L_max,
+                H_max,
+                n=config.n_bank,
+                key=jax.random.key(config.bank_seed),
+                method=config.bank_method,
+                dtype=jnp.float64,
+            )
+        bank = jax.tree_util.tree_map(lambda x: jnp.asarray(np.asarray(x), jnp.result_type(float)), bank)
         directions, _ = directions_and_test_key(config)
         static = ODEStatic(
             mh.Arch(config.activation, config.aggregation),
@@ -377,7 +380,7 @@ class OrderParameterODE(Experiment):
     def params(self, static: ODEStatic, points):
         return {
             "init_key": jnp.stack([point_keys(True, s, 0, 0, 0.0, 0.0)[0] for s in points["seed"]]),
-            **{k: jnp.asarray(points[k], jnp.float64) for k in ("eta", "signal", "noise")},
+            **{k: jnp.asarray(points[k], jnp.result_type(float)) for k in ("eta", "signal", "noise")},
             **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")},
         }
 
@@ -397,10 +400,11 @@ class OrderParameterODE(Experiment):
 
     def init(self, static: ODEStatic, shared, p, n_groups):
         def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
-            keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(jnp.float64)
-            dirs = shared["directions"].astype(jnp.float64)
+            f = jnp.result_type(float)
+            keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(f)
+            dirs = shared["directions"].astype(f)
             return slm_ode.OrderParams(
-                keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, jnp.float64)
+                keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, f)
             )
 
         start = jax.vmap(y0)(stream_values(p["init_key"]))  # (S, ...): one start per stream
