@@ -403,9 +403,7 @@ class OrderParameterODE(Experiment):
             f = jnp.result_type(float)
             keys = mh.init(k, static.H_max, static.D, static.sigma0).keys.astype(f)
             dirs = shared["directions"].astype(f)
-            return slm_ode.OrderParams(
-                keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, f)
-            )
+            return slm_ode.OrderParams(keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, f))
 
         start = jax.vmap(y0)(stream_values(p["init_key"]))  # (S, ...): one start per stream
         T = len(static.times)
