@@ -67,3 +67,18 @@ def test_compare_matches_heads_through_specialisation():
     raw = np.nanmax(np.abs(np.nanmean(c.simulation["M"].values, 0) - c.theory["M"].values.mean(0)))
     assert raw == pytest.approx(d["max_dev_M"])
     assert 0 < d["escape_time_sim_mean"] < 40 and 0 < d["escape_time_theory_mean"] < 40
+
+
+def test_end_state_classes():
+    from jaxattn.slm.compare import end_state, end_state_fractions
+
+    assert end_state(np.array([[0.1, 2.9], [2.8, -0.2]])) == "+s0 +s1"  # both directions covered
+    assert end_state(np.array([[2.9, 0.1], [2.7, 0.3]])) == "+s0 +s0"  # a duplicate
+    assert end_state(np.array([[1.45, 1.44], [0.05, 0.06]])) == "+s0+s1 off"  # one head on both, one off
+    assert end_state(np.array([[2.0, 0.0], [-2.1, 0.1]])) == "+s0 -s0"  # a pair on +-s_0 (flipped spike)
+    assert end_state(np.array([[2.0, 0.0], [np.nan, np.nan]])) == "+s0"  # a padded head is left out
+    assert end_state(np.array([[np.inf, 0.0], [1.0, 0.0]])) == "diverged"
+    M = np.zeros((4, 2, 2, 2))  # (seed, time, head, direction)
+    M[:3, -1] = [[0.0, 3.0], [3.0, 0.0]]
+    M[3, -1] = [[3.0, 0.0], [3.0, 0.1]]
+    assert end_state_fractions(M) == {"+s0 +s1": 0.75, "+s0 +s0": 0.25}

@@ -115,6 +115,52 @@ def escape_time(M: np.ndarray, time: np.ndarray, fraction: float = 0.5, growth: 
     return out
 
 
+def end_state(M: np.ndarray, threshold: float = 0.5) -> str:
+    """The configuration class of one run's heads at the final time: each head's signed
+    directions, sorted over heads (heads are exchangeable). Head ``h`` is on direction ``f`` with
+    sign ``+-`` when ``|M[h, f]| >= threshold * max |M|``; a head on none is ``off``, a head on
+    several is written ``+s0+s1``. For ``H = 2`` and one-hot ``F = 2``: ``"+s0 +s1"`` (the
+    directions covered), ``"+s0 +s0"`` (a duplicate), ``"+s0+s1 off"`` (one head on both, one
+    switched off); for a flipped spike, ``"+s0 -s0"`` is a pair on ``+-s_0``
+    (``docs/theory/single_location.md``, section 7).
+
+    Args:
+        M: the final overlaps of one run, shape ``(H, F)`` (``NaN`` rows: padded heads, left out).
+        threshold: the fraction of the largest ``|M|`` that puts a head on a direction.
+
+    Returns:
+        The class, e.g. ``"+s0 +s1"``; ``"diverged"`` if ``M`` is not finite.
+    """
+    M = np.asarray(M, np.float64)
+    M = M[~np.all(np.isnan(M), axis=1)]
+    if M.size == 0 or not np.all(np.isfinite(M)):
+        return "diverged"
+    top = np.abs(M).max()
+    heads = []
+    for row in M:
+        on = [
+            f"{'+' if row[f] > 0 else '-'}s{f}" for f in range(len(row)) if top > 0 and abs(row[f]) >= threshold * top
+        ]
+        heads.append("".join(on) or "off")
+    return " ".join(sorted(heads))
+
+
+def end_state_fractions(M: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
+    """The fraction of runs in each configuration class (:func:`end_state`) at the final time.
+
+    Args:
+        M: ``(seed, time, head, direction)``; the last time is classified.
+        threshold: as in :func:`end_state`.
+
+    Returns:
+        Class -> fraction of the seeds, the classes sorted by decreasing fraction.
+    """
+    classes = [end_state(m[-1], threshold) for m in np.asarray(M)]
+    names, counts = np.unique(classes, return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return {str(names[i]): float(counts[i]) / len(classes) for i in order}
+
+
 def compare(
     config: SLMConfig,
     *,
@@ -132,7 +178,9 @@ def compare(
     seed means of ``M``, ``diag Q`` and the error (``max_dev_M``, ``max_dev_Q``,
     ``max_dev_error``; ``max_dev_M_unmatched`` in SGD's own head order), and the escape times'
     mean and spread over seeds (``escape_time_sim_mean``, ``..._std``,
-    ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped). ``config`` may be
+    ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped), and the fraction of
+    seeds ending in each configuration class (``end_states_sim``, ``end_states_theory``;
+    :func:`end_state`). ``config`` may be
     an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its bank
     size. Spec A, section 3: the ODE is to match simulation.
 
@@ -180,6 +228,8 @@ def compare(
         "max_dev_Q": dev(sim_q, th_q),
         "max_dev_error": dev(p["error"].values, th["risk"].values),
         **_escape_stats(p["M"].values, th["M"].values, p["time"].values),
+        "end_states_sim": end_state_fractions(p["M"].values),
+        "end_states_theory": end_state_fractions(th["M"].values),
         "theory": theory,
         "ode_ok": bool(not th["diverged"].any()),
         "n_seeds": seeds,
