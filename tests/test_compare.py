@@ -70,7 +70,7 @@ def test_compare_matches_heads_through_specialisation():
 
 
 def test_end_state_classes():
-    from jaxattn.slm.compare import end_state, end_state_fractions
+    from jaxattn.slm.compare import end_state, end_state_fractions, end_state_kind
 
     assert end_state(np.array([[0.1, 2.9], [2.8, -0.2]])) == "+s0 +s1"  # both directions covered
     assert end_state(np.array([[2.9, 0.1], [2.7, 0.3]])) == "+s0 +s0"  # a duplicate
@@ -82,3 +82,7 @@ def test_end_state_classes():
     M[:3, -1] = [[0.0, 3.0], [3.0, 0.0]]
     M[3, -1] = [[3.0, 0.0], [3.0, 0.1]]
     assert end_state_fractions(M) == {"+s0 +s1": 0.75, "+s0 +s0": 0.25}
+    assert end_state_fractions(M, coarse=True) == {"pairs, 0 off": 1.0}
+    assert end_state_kind("+s0+s1 -s0 -s1 off") == "mixed, 1 off"
+    assert end_state_kind("+s0+s1 +s0-s1 -s0+s1 -s0-s1") == "combinations, 0 off"
+    assert end_state_kind("+s0 -s0 +s1 -s1") == "pairs, 0 off"

@@ -19,7 +19,7 @@ import pytest
 from jaxattn import engine
 from jaxattn.copyhead.config import CopyConfig, CopySGLDConfig, CopyTheoryConfig
 from jaxattn.engine import Grid
-from jaxattn.slm.config import SLMConfig, SLMODEConfig
+from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
 
 # Small runs of every experiment. ``grid`` has several streams (chunks of one stream each are
 # several chunks) and members; ``alone`` is one of its points, at another block slot than (0,0,0).
@@ -27,6 +27,8 @@ CASES = {
     "slm_sgd": dict(config=SLMConfig(D=24, t_max=0.5, n_records=2, n_test=16),
                     grid=dict(seed=[0, 1, 2], H=[1, 2], eta=[0.5, 1.0]), alone=dict(seed=2, H=2, eta=1.0)),
     "slm_ode": dict(config=SLMODEConfig(D=24, t_max=0.5, n_records=2, n_bank=64),
+                    grid=dict(seed=[0, 1, 2], H=[1, 2], noise=[0.0, 1.0]), alone=dict(seed=1, H=2, noise=1.0)),
+    "slm_sde": dict(config=SLMSDEConfig(D=24, t_max=0.5, n_records=2, n_bank=64, dt=0.1),
                     grid=dict(seed=[0, 1, 2], H=[1, 2], noise=[0.0, 1.0]), alone=dict(seed=1, H=2, noise=1.0)),
     "copy_adam": dict(config=CopyConfig(L=4, V=2, n_steps=30, n_test=20),
                       grid=dict(P=[5, 12], seed=[0, 1, 2], init=["random", "copy"]),

@@ -145,17 +145,40 @@ def end_state(M: np.ndarray, threshold: float = 0.5) -> str:
     return " ".join(sorted(heads))
 
 
-def end_state_fractions(M: np.ndarray, threshold: float = 0.5) -> dict[str, float]:
+def end_state_kind(label: str) -> str:
+    """The coarse class of an :func:`end_state` label: how the heads split, and how many are off.
+    ``"pairs"``: every head that is on holds one signed direction (heads pair on ``+-s_f``);
+    ``"combinations"``: every head that is on holds a sign combination of several directions;
+    ``"mixed"``: some of each.
+
+    Args:
+        label: an :func:`end_state` label, e.g. ``"+s0+s1 -s0 -s1 off"``.
+
+    Returns:
+        E.g. ``"mixed, 1 off"``; ``"diverged"`` for a diverged run.
+    """
+    if label == "diverged":
+        return label
+    heads = label.split()
+    on = [h.count("s") for h in heads if h != "off"]
+    kind = "pairs" if all(n == 1 for n in on) else "combinations" if all(n > 1 for n in on) else "mixed"
+    return f"{kind}, {len(heads) - len(on)} off"
+
+
+def end_state_fractions(M: np.ndarray, threshold: float = 0.5, coarse: bool = False) -> dict[str, float]:
     """The fraction of runs in each configuration class (:func:`end_state`) at the final time.
 
     Args:
         M: ``(seed, time, head, direction)``; the last time is classified.
         threshold: as in :func:`end_state`.
+        coarse: count the coarse classes of :func:`end_state_kind` instead.
 
     Returns:
         Class -> fraction of the seeds, the classes sorted by decreasing fraction.
     """
     classes = [end_state(m[-1], threshold) for m in np.asarray(M)]
+    if coarse:
+        classes = [end_state_kind(c) for c in classes]
     names, counts = np.unique(classes, return_counts=True)
     order = np.argsort(-counts, kind="stable")
     return {str(names[i]): float(counts[i]) / len(classes) for i in order}
@@ -180,7 +203,8 @@ def compare(
     mean and spread over seeds (``escape_time_sim_mean``, ``..._std``,
     ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped), and the fraction of
     seeds ending in each configuration class (``end_states_sim``, ``end_states_theory``;
-    :func:`end_state`). ``config`` may be
+    :func:`end_state`) and coarse class (``end_kinds_sim``, ``end_kinds_theory``;
+    :func:`end_state_kind`). ``config`` may be
     an :class:`SLMODEConfig` (its bank and tolerances are used); ``n_bank`` overrides its bank
     size. Spec A, section 3: the ODE is to match simulation.
 
@@ -230,6 +254,8 @@ def compare(
         **_escape_stats(p["M"].values, th["M"].values, p["time"].values),
         "end_states_sim": end_state_fractions(p["M"].values),
         "end_states_theory": end_state_fractions(th["M"].values),
+        "end_kinds_sim": end_state_fractions(p["M"].values, coarse=True),
+        "end_kinds_theory": end_state_fractions(th["M"].values, coarse=True),
         "theory": theory,
         "ode_ok": bool(not th["diverged"].any()),
         "n_seeds": seeds,
