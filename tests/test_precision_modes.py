@@ -10,7 +10,10 @@ from jaxattn import priors, slm
 
 @pytest.mark.parametrize(
     ("activation", "tol_M", "tol_R"),
-    [("bayes_softmax", 1e-4, 2e-5), pytest.param("softmax1", 1e-2, 3e-4, marks=pytest.mark.slow)],
+    [
+        pytest.param("bayes_softmax", 1e-4, 2e-5, marks=pytest.mark.slow),  # 25 s each
+        pytest.param("softmax1", 1e-2, 3e-4, marks=pytest.mark.slow),
+    ],
 )
 def test_float32_ode_within_its_documented_accuracy(activation, tol_M, tol_R):
     """Through specialisation (``t`` to 100, ``D = 500``, 2 seeds, one 1000-draw bank shared by both
@@ -39,7 +42,7 @@ def test_precision_is_checked_by_name():
     ("attention", "L", "V", "tols"),
     [
         ("softmax", 32, 4, {"c_G": 1e-5, "prev_weight": 2e-6, "test_error": 2e-6}),
-        ("linear", 4, 8, {"a1": 2e-3, "aG": 2e-3, "prev_weight": 2e-3}),
+        pytest.param("linear", 4, 8, {"a1": 2e-3, "aG": 2e-3, "prev_weight": 2e-3}, marks=pytest.mark.slow),
     ],
 )
 def test_float32_copy_theory_within_its_documented_accuracy(attention, L, V, tols):

@@ -1,4 +1,6 @@
 """What every model shares, knowing no model: attention activations and masks
 (:mod:`~jaxattn.core.attention`), input checks (:mod:`~jaxattn.core.checks`), devices
-(:mod:`~jaxattn.core.devices`), divergence flags (:mod:`~jaxattn.core.divergence`) and generic
-``(init, step)`` kernels (:mod:`~jaxattn.core.kernels`: full-batch optax, SGLD)."""
+(:mod:`~jaxattn.core.devices`), divergence flags (:mod:`~jaxattn.core.divergence`), generic
+``(init, step)`` kernels (:mod:`~jaxattn.core.kernels`: full-batch optax, SGLD), sampler
+diagnostics (:mod:`~jaxattn.core.diagnostics`), umbrella sampling with MBAR
+(:mod:`~jaxattn.core.umbrella`) and precision (:mod:`~jaxattn.core.precision`)."""

@@ -1,0 +1,283 @@
+"""Umbrella sampling along an order parameter, combined with MBAR (``pymbar``): the free-energy
+profile ``F(a) = -ln p(a)`` of a target ``p(theta) ~ exp(-N U(theta))`` along ``a = order(theta)``,
+across barriers that plain chains do not cross (issue 13; used for the copy head's first-order
+transition, ``docs/theory/copy_head.md``).
+
+Window ``k`` samples the biased target
+
+    p_k(theta) ~ exp(-N U(theta) - (kappa_k / 2) (order(theta) - a_k)^2),
+
+that is ``exp(-N U_k)`` with ``U_k = U + kappa_k (order - a_k)^2 / (2 N)``, by the SGLD kernel of
+:mod:`jaxattn.core.kernels.sgld`; every window and chain runs in one jitted, vmapped program
+(:func:`sample_windows`). The windows' draws of ``a`` are then reweighted to the unbiased target
+by MBAR: the reduced potential of draw ``n`` in window ``k`` is ``u_k(a_n) = kappa_k (a_n - a_k)^2 / 2``
+(``N U`` is common to every window and cancels), and ``pymbar.FES`` histograms the unbiased
+density on bins of ``a`` with analytical uncertainties (:func:`profile`). Draws are thinned to
+independent ones first, by each window's statistical inefficiency (``pymbar.timeseries``).
+
+Why umbrella sampling and not replica exchange: the barrier is along one known order parameter,
+and the quantity wanted is the profile along it. Windows give it directly, with errors, at every
+``a`` including the barrier top, which a tempered ensemble visits rarely. Replica exchange would
+need a temperature ladder over all ``L^2 + V^2`` parameters.
+
+pymbar's solvers use JAX when it is installed and switch on float64 globally the first time they
+run. :func:`profile` calls them inside a local ``jax.enable_x64(True)``, so the caller's precision
+is left as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from jaxattn.core.kernels import sgld as sg
+
+
+class Windows(NamedTuple):
+    """Harmonic bias windows on the order parameter.
+
+    Attributes:
+        centers: the windows' centres ``a_k``, shape ``(K,)``, increasing.
+        spring: the spring constants ``kappa_k > 0`` (in units of the reduced potential), shape ``(K,)``.
+    """
+
+    centers: np.ndarray
+    spring: np.ndarray
+
+
+def windows(lo: float, hi: float, n: int, spring: float | None = None) -> Windows:
+    """``n`` evenly spaced windows from ``lo`` to ``hi``. The default spring constant makes the
+    bias's standard deviation ``1 / sqrt(kappa)`` equal to the spacing, so that neighbouring windows
+    overlap (MBAR needs overlapping samples).
+
+    Args:
+        lo: the first centre.
+        hi: the last centre (``> lo``).
+        n: number of windows (``>= 2``).
+        spring: the spring constant of every window (``> 0``); default ``1 / spacing^2``.
+
+    Returns:
+        :class:`Windows`.
+
+    Raises:
+        ValueError: naming ``n``, ``lo``/``hi`` or ``spring``.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"n must be an integer >= 2 windows, got {n!r}")
+    if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
+        raise ValueError(f"the windows need lo < hi, got lo={lo!r}, hi={hi!r}")
+    centers = np.linspace(float(lo), float(hi), int(n))
+    spacing = centers[1] - centers[0]
+    kappa = 1.0 / spacing**2 if spring is None else spring
+    if not (np.isfinite(kappa) and kappa > 0):
+        raise ValueError(f"spring must be a positive spring constant, got {spring!r}")
+    return Windows(centers, np.full(int(n), float(kappa)))
+
+
+def check_windows(w: Windows, lo: float, hi: float) -> None:
+    """Check that the windows cover ``[lo, hi]``: the first centre at or below ``lo`` and the last
+    at or above ``hi`` within one bias width, neighbours no further apart than three bias widths
+    ``1 / sqrt(kappa)`` (beyond that their samples do not overlap), and positive springs.
+
+    Args:
+        w: the windows.
+        lo: the lower end of the range the profile is wanted on.
+        hi: the upper end.
+
+    Raises:
+        ValueError: naming the windows or the spring constants.
+    """
+    c, k = np.asarray(w.centers, float), np.asarray(w.spring, float)
+    if c.ndim != 1 or c.shape != k.shape or c.size < 2:
+        raise ValueError(f"windows need matching 1-D centers and spring of length >= 2, got {c.shape}, {k.shape}")
+    if not np.all(np.isfinite(k)) or np.any(k <= 0):
+        raise ValueError(f"spring constants must be positive, got {k.tolist()}")
+    if np.any(np.diff(c) <= 0):
+        raise ValueError("window centers must be strictly increasing")
+    width = 1.0 / np.sqrt(k)
+    if c[0] - width[0] > lo or c[-1] + width[-1] < hi:
+        raise ValueError(f"windows [{c[0]:.4g}, {c[-1]:.4g}] do not cover the range [{lo:.4g}, {hi:.4g}]")
+    gaps = np.diff(c) / np.maximum(width[:-1], width[1:])
+    if np.any(gaps > 3.0):
+        i = int(np.argmax(gaps))
+        raise ValueError(
+            f"windows at {c[i]:.4g} and {c[i + 1]:.4g} are {gaps[i]:.1f} bias widths apart (at most 3): "
+            "their samples do not overlap; add windows or lower the spring constant"
+        )
+
+
+def biased_potential(
+    potential_fn: Callable[[Any, Any], Array], order_fn: Callable[[Any], Array], N: float | Array
+) -> Callable[[Any, Any], Array]:
+    """``U_k(theta, (data, a_k, kappa_k)) = U(theta, data) + kappa_k (order(theta) - a_k)^2 / (2 N)``:
+    the potential whose ``exp(-N U_k)`` is window ``k``'s target.
+
+    Args:
+        potential_fn: ``U(theta, data)``, a scalar.
+        order_fn: ``a = order(theta)``, a scalar.
+        N: the factor of the target ``exp(-N U)``.
+
+    Returns:
+        The biased potential, taking ``(theta, (data, center, spring))``.
+    """
+
+    def U(theta, args):
+        data, center, spring = args
+        return potential_fn(theta, data) + 0.5 * spring * (order_fn(theta) - center) ** 2 / N
+
+    return U
+
+
+class WindowDraws(NamedTuple):
+    """The draws of every window and chain.
+
+    Attributes:
+        a: the order parameter, shape ``(K, chains, draws)``; ``NaN`` after a chain diverged.
+        diverged: whether each chain diverged, shape ``(K, chains)``.
+    """
+
+    a: Float[Array, "K C T"]
+    diverged: Array
+
+
+def sample_windows(
+    potential_fn: Callable[[Any, Any], Array],
+    order_fn: Callable[[Any], Array],
+    N: float,
+    w: Windows,
+    start: Any,
+    data: Any,
+    key: PRNGKeyArray,
+    step_size: Any,
+    *,
+    n_chains: int = 4,
+    burn_in: int = 1000,
+    n_draws: int = 500,
+    thin: int = 10,
+) -> WindowDraws:
+    """SGLD in every window (:func:`biased_potential`), all windows and chains in one jitted program.
+
+    Args:
+        potential_fn: ``U(theta, data)``.
+        order_fn: ``a = order(theta)``.
+        N: the factor of the target ``exp(-N U)`` (``> 0``).
+        w: the windows.
+        start: the starting position of every window, a pytree with a leading axis ``(K,)``
+            (e.g. a position near each centre), shared by its chains.
+        data: the data passed to ``potential_fn``.
+        key: PRNG key; chain ``c`` of window ``k`` uses ``fold_in(fold_in(key, k), c)``.
+        step_size: SGLD step size(s), as in :func:`jaxattn.core.kernels.sgld.sgld`.
+        n_chains: chains per window.
+        burn_in: steps before the first draw.
+        n_draws: draws per chain.
+        thin: steps between draws.
+
+    Returns:
+        :class:`WindowDraws` with ``a`` of shape ``(K, n_chains, n_draws)``.
+
+    Raises:
+        ValueError: naming ``N``.
+    """
+    if not (np.isfinite(N) and N > 0):
+        raise ValueError(f"N must be positive, got {N!r}")
+    kernel = sg.sgld(biased_potential(potential_fn, order_fn, N), N)
+    K = len(w.centers)
+    centers, spring = jnp.asarray(w.centers), jnp.asarray(w.spring)
+
+    @jax.jit
+    def run(start, data, centers, spring):
+        def window(k, x0, c, kap):
+            def chain(ci):
+                ck = jax.random.fold_in(jax.random.fold_in(key, k), ci)
+                st, draws = sg.run_chain(
+                    kernel,
+                    lambda th, _: order_fn(th),
+                    ck,
+                    kernel.init(x0),
+                    (data, c, kap),
+                    step_size,
+                    burn_in,
+                    n_draws,
+                    thin,
+                )
+                return draws, st.diverged
+
+            return jax.vmap(chain)(jnp.arange(n_chains))
+
+        return jax.vmap(window)(jnp.arange(K), start, centers, spring)
+
+    a, diverged = run(start, data, centers, spring)
+    return WindowDraws(a, diverged)
+
+
+class Profile(NamedTuple):
+    """A free-energy profile along the order parameter.
+
+    Attributes:
+        a: bin centres, shape ``(B,)``.
+        F: ``F(a) = -ln p(a)`` relative to its lowest bin, shape ``(B,)`` (``NaN`` for empty bins).
+        dF: its standard error (MBAR's analytical estimate, relative to the lowest bin), shape ``(B,)``.
+        flagged: windows left out because a chain diverged, shape ``(K,)`` (boolean).
+        n_independent: independent draws kept per window after thinning, shape ``(K,)``.
+    """
+
+    a: np.ndarray
+    F: np.ndarray
+    dF: np.ndarray
+    flagged: np.ndarray
+    n_independent: np.ndarray
+
+
+def profile(draws: WindowDraws, w: Windows, bin_edges: np.ndarray) -> Profile:
+    """``F(a)`` from the windows' draws by MBAR (``pymbar.FES``, histogram on ``bin_edges``).
+    Windows with a diverged chain are flagged and left out, never averaged in.
+
+    Args:
+        draws: the draws of :func:`sample_windows`.
+        w: their windows.
+        bin_edges: increasing bin edges of ``a``, shape ``(B + 1,)``.
+
+    Returns:
+        :class:`Profile` on the bins' centres.
+
+    Raises:
+        ValueError: if every window diverged, or on bad ``bin_edges``.
+    """
+    from pymbar import FES, timeseries
+
+    edges = np.asarray(bin_edges, float)
+    if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
+        raise ValueError("bin_edges must be an increasing 1-D array of at least 2 edges")
+    a = np.asarray(draws.a, float)
+    flagged = np.asarray(np.asarray(draws.diverged).any(axis=1) | ~np.isfinite(a).all(axis=(1, 2)))
+    if flagged.all():
+        raise ValueError("every window diverged: lower the step size")
+    keep = np.flatnonzero(~flagged)
+    samples, n_ind = [], np.zeros(len(w.centers), int)
+    for k in keep:
+        chains = []
+        for c in a[k]:
+            idx = timeseries.subsample_correlated_data(c) if np.ptp(c) > 0 else np.arange(c.size)
+            chains.append(c[np.asarray(idx, int)])
+        s = np.concatenate(chains)
+        samples.append(s)
+        n_ind[k] = s.size
+    x_n = np.concatenate(samples)
+    centers, spring = np.asarray(w.centers)[keep], np.asarray(w.spring)[keep]
+    u_kn = 0.5 * spring[:, None] * (x_n[None, :] - centers[:, None]) ** 2
+    N_k = n_ind[keep]
+    with jax.enable_x64(True):  # pymbar's JAX solvers would otherwise switch float64 on globally
+        fes = FES(u_kn, N_k, verbose=False)
+        fes.generate_fes(np.zeros_like(x_n), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
+        mid = 0.5 * (edges[1:] + edges[:-1])
+        occupied = np.histogram(x_n, edges)[0] > 0
+        res = fes.get_fes(mid[occupied], reference_point="from-lowest", uncertainty_method="analytical")
+    F = np.full(mid.size, np.nan)
+    dF = np.full(mid.size, np.nan)
+    F[occupied], dF[occupied] = np.asarray(res["f_i"]), np.asarray(res["df_i"])
+    return Profile(mid, F, dF, flagged, n_ind)
