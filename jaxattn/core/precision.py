@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import jax
+import jax.numpy as jnp
 
 # GPUs whose float64 runs at half (or a third of) the float32 rate
 FAST_FLOAT64_GPUS = (
@@ -83,7 +85,8 @@ def warn_if_slow(device=None) -> None:
     warnings.warn(
         f"jaxattn's theory runs in float64 on {device.device_kind} ({device.platform}): {cost}. "
         "Run the theory on the CPU (JAX_PLATFORMS=cpu, or `with jax.default_device(jax.devices('cpu')[0]):`), "
-        "where a grid of ODEs or actions takes seconds, and keep the accelerator for the simulations.",
+        "where a grid of ODEs or actions takes seconds, and keep the accelerator for the simulations; "
+        'or use precision="float32" (SLMODEConfig, CopyTheoryConfig), whose accuracy docs/theory states.',
         Float64Warning,
         stacklevel=3,
     )
@@ -103,3 +106,21 @@ def float64(device=None) -> Iterator[None]:
     warn_if_slow(device)
     with jax.enable_x64(True):
         yield
+
+
+def as_float64(tree: Any) -> Any:
+    """Every floating leaf of ``tree`` as a float64 array (other leaves unchanged); call it inside
+    :func:`float64`, so that an entry point computes in float64 from a float32 caller's inputs.
+
+    Args:
+        tree: a pytree of arrays and scalars.
+
+    Returns:
+        The same pytree with float64 floating leaves.
+    """
+
+    def cast(x):
+        x = jnp.asarray(x)
+        return x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    return jax.tree_util.tree_map(cast, tree)

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from jaxattn.core import precision
 from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
 
@@ -181,7 +182,8 @@ def integrate_grid(
     """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
     return the solution at the times ``ts`` (increasing, ``>= 0``); one compile per grid shape.
     ``chunk``: draws of the bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is
-    :func:`default_chunk`. ``max_steps`` is per interval between two recording times.
+    :func:`default_chunk`. ``max_steps`` is per interval between two recording times. It runs in
+    float64 whatever the caller's ``jax_enable_x64``: float32 inputs are upcast.
 
     Args:
         y0: initial states with a leading grid axis: ``M`` ``(P, H, F)``, ``Q`` ``(P, H, H)``,
@@ -199,7 +201,9 @@ def integrate_grid(
         A :class:`Solution`: ``M``, ``Q``, ``b``, ``risk`` at the times ``ts`` and ``ok`` per point.
     """
     chunk = default_chunk() if chunk == "auto" else chunk
-    return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
+    with precision.float64():  # the theory's precision, whatever the caller's (a float32 bank is upcast)
+        y0, args, bank, ts = precision.as_float64((y0, args, bank, ts))
+        return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
 
 @partial(jax.jit, static_argnames=("arch", "max_steps", "chunk"))

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float
 
+from jaxattn.core import precision
 from jaxattn.slm.risk import Bank, risk
 
 
@@ -42,7 +43,7 @@ def prune_greedy(
     pos_mask: Bool[Array, " L"] | None = None,
 ) -> PruneResult:
     """Greedy pruning down to one head (Spec A, section 5); returns the risk against the number of
-    heads removed.
+    heads removed. Runs in float64 whatever the caller's ``jax_enable_x64`` (inputs upcast).
 
     Args:
         M: overlaps ``M[h, f] = k_h . s_f / D`` of the trained model, shape ``(H, F)``.
@@ -63,10 +64,17 @@ def prune_greedy(
     if bank.z.shape[2] != H:
         raise ValueError(f"bank has {bank.z.shape[2]} heads, the model has H={H}")
 
+    with precision.float64():  # the theory's precision, whatever the caller's
+        M, Q, b, bank = precision.as_float64((M, Q, b, bank))
+        return _greedy(M, Q, b, bank, activation, aggregation, pos_mask)
+
+
+def _greedy(M, Q, b, bank: Bank, activation, aggregation, pos_mask) -> PruneResult:
+    H = M.shape[0]
+
     @jax.jit
     def risks(masks):  # risk of each candidate mask, all on the same bank
-        M_, Q_, b_ = jnp.asarray(M), jnp.asarray(Q), jnp.asarray(b)
-        return jax.vmap(lambda m: risk(M_, Q_, b_, bank, activation, aggregation, m, pos_mask))(masks)
+        return jax.vmap(lambda m: risk(M, Q, b, bank, activation, aggregation, m, pos_mask))(masks)
 
     alive = np.ones(H, bool)
     curve = [float(risks(jnp.asarray(alive[None]))[0])]
