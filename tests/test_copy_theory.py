@@ -177,3 +177,26 @@ def test_cli_theory_json_and_errors():
 def test_softmax_critical_point_ends_the_first_order_line():
     cpnt = cph.softmax_critical_point(cm.CopyArch(32, 4))
     assert 16 < cpnt.L < 20 and cpnt.residual < 1e-8
+
+
+def test_landscape_theory_profile_has_the_transitions_minima():
+    """``landscape.theory_profile`` on the previous-token weight: ``copy_strength`` inverts
+    ``prev_weight_softmax``, and near ``P*`` (``L = 32``, ``V = 4``) the profile's two local
+    minima sit at the weights of ``softmax_minima``'s two branches, within the grid's spacing."""
+    import jax
+
+    from jaxattn.copyhead import action as ca
+    from jaxattn.copyhead import landscape as ls
+    from jaxattn.copyhead.softmax import softmax_minima
+
+    arch = cm.CopyArch(32, 4, "softmax")
+    a = np.linspace(0.01, 0.6, 2000)
+    with jax.enable_x64(True):
+        np.testing.assert_allclose(np.asarray(ca.prev_weight_softmax(ls.copy_strength(a, 32), 32)), a, rtol=1e-12)
+        m = softmax_minima(jnp.float64(342.0), ca.hyper(arch, 1.0))
+        want = np.asarray(ca.prev_weight_softmax(jnp.stack([m.c_lo, m.c_hi]), 32))
+    S = ls.theory_profile(arch, 342.0, 1.0, a)
+    assert S.min() == 0.0
+    inner = np.flatnonzero((S[1:-1] < S[:-2]) & (S[1:-1] < S[2:])) + 1  # the local minima
+    assert len(inner) == 2
+    np.testing.assert_allclose(a[inner], want, atol=2 * (a[1] - a[0]))
