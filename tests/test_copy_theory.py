@@ -179,6 +179,7 @@ def test_softmax_critical_point_ends_the_first_order_line():
     assert 16 < cpnt.L < 20 and cpnt.residual < 1e-8
 
 
+@pytest.mark.slow  # 10 s: the softmax minima in float64
 def test_landscape_theory_profile_has_the_transitions_minima():
     """``landscape.theory_profile`` on the previous-token weight: ``copy_strength`` inverts
     ``prev_weight_softmax``, and near ``P*`` (``L = 32``, ``V = 4``) the profile's two local

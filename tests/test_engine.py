@@ -76,8 +76,8 @@ def _assert_one_trace(counted):
         assert eqx.debug.get_num_traces(wrapped) == 1, fn
 
 
-# the default run checks two experiments; the others (15-25 s each) run with the slow checks
-FAST = ("slm_sgd", "copy_theory")
+# the default run checks one experiment; the others (15-35 s each) run with the slow checks
+FAST = ("copy_theory",)
 
 
 @pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow) for n in CASES])
@@ -116,6 +116,7 @@ def test_a_grid_point_is_checked_and_errors_name_the_axis():
         engine.run(exp, SLMConfig(D=24), _grid("slm_sgd", dict(seed=0)), block=0)
 
 
+@pytest.mark.slow  # 23 s
 def test_shared_stream_is_drawn_once_per_stream_and_step(monkeypatch):
     """8 members of 2 streams: the tokens are drawn for each stream slot and step, not for each
     point (counted at run time, through a callback in an instrumented draw)."""

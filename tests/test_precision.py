@@ -58,6 +58,7 @@ def test_bayes_risk_onehot_F2_L4_within_a_thousandth(nu, expected):
     assert r.risk_nishimori == pytest.approx(expected, abs=0.001)  # the Nishimori twin too
 
 
+@pytest.mark.slow  # 18 s: two compiles of the ODE grid
 def test_integrate_grid_computes_in_float64_from_a_float32_caller():
     """``ode.integrate_grid`` called with x64 off, on float32 inputs, returns float64 results equal
     to those of a float64 caller on the same numbers (the theory switches float64 on itself)."""

@@ -38,11 +38,12 @@ def test_precision_is_checked_by_name():
         slm.SLMODEConfig(precision="float16").validate()
 
 
+@pytest.mark.slow  # 11 to 13 s each: two precisions of the theory grid
 @pytest.mark.parametrize(
     ("attention", "L", "V", "tols"),
     [
         ("softmax", 32, 4, {"c_G": 1e-5, "prev_weight": 2e-6, "test_error": 2e-6}),
-        pytest.param("linear", 4, 8, {"a1": 2e-3, "aG": 2e-3, "prev_weight": 2e-3}, marks=pytest.mark.slow),
+        ("linear", 4, 8, {"a1": 2e-3, "aG": 2e-3, "prev_weight": 2e-3}),
     ],
 )
 def test_float32_copy_theory_within_its_documented_accuracy(attention, L, V, tols):

@@ -82,6 +82,7 @@ def test_increment_covariance_matches_sgd_steps(activation):
     assert np.all(np.diag(emp)[-H:] > 0.0)
 
 
+@pytest.mark.slow  # 20 s: 400 Euler-Maruyama steps against Dopri5
 def test_sde_tends_to_the_ode_as_D_grows():
     """At ``D = 10^12`` the noise is ``1e-6`` of its ``D = 1`` size: the SDE is Euler's method on the
     ODE, which the adaptive Dopri5 solution matches to ``O(dt)`` (``dt = 0.005``: 3e-5 here)."""

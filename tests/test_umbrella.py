@@ -48,6 +48,7 @@ def test_double_well_profile_within_its_error():
     assert not jax.config.jax_enable_x64
 
 
+@pytest.mark.slow  # 4 s
 def test_a_diverged_window_is_flagged_not_averaged():
     w = us.windows(-1.6, 1.6, 9)
     start = jnp.asarray(w.centers).at[4].set(jnp.nan)
