@@ -110,6 +110,7 @@ def test_theory_against_adam_filtered_to_global_minima():
     np.testing.assert_allclose(best["test_error"].values, th["test_error"], atol=0.02)
 
 
+@pytest.mark.slow  # 16 s
 def test_theory_against_sgld_tempered():
     """N = 20, P = 150 and 1000 (at N = 20: P* = 330, spinodals 310 and 375): posterior means from
     both starts."""

@@ -146,6 +146,7 @@ def test_shared_stream_is_drawn_once_per_stream_and_step(monkeypatch):
         engine.clear_caches()
 
 
+@pytest.mark.slow  # 25 s
 def test_members_of_a_stream_see_the_data_of_that_stream_alone():
     """Common random numbers: each member of a 4-member stream follows exactly the run of that
     member alone (the same stream), and two learning rates move the keys in proportion at step 1."""
@@ -159,6 +160,7 @@ def test_members_of_a_stream_see_the_data_of_that_stream_alone():
     np.testing.assert_allclose(d[1], 2 * d[0], rtol=0.05, atol=1e-5)
 
 
+@pytest.mark.slow  # 16 s
 def test_cli_list_flags_and_the_equivalent_sweep_file_give_the_same_bits(tmp_path):
     from click.testing import CliRunner
 
