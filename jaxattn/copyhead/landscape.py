@@ -1,5 +1,5 @@
 """The copy head's free-energy landscape along the previous-token weight (Spec B, sections 3 and
-4; issue 13): the theory's side, and the data sets the sampled side uses.
+4; issue 13): the theory's side.
 
 The sampled side (in progress, issue 13) is the posterior of ``G`` with ``W`` integrated out
 exactly, ``p(G) ~ exp(-S(G))`` with ``S`` the exact finite-data action (B.3a,
@@ -20,8 +20,6 @@ from jaxtyping import Array, Float
 
 from jaxattn.copyhead import action as ca
 from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
-from jaxattn.copyhead.experiments import data_key
 from jaxattn.core import precision
 
 
@@ -57,20 +55,3 @@ def theory_profile(arch: cm.CopyArch, P: float, N: float, a: np.ndarray) -> np.n
         h = ca.hyper(arch, N)
         S = np.asarray(ca.softmax_action(copy_strength(jnp.asarray(a, jnp.float64), arch.L), jnp.float64(P), h))
     return S - S.min()
-
-
-def data_stats(arch: cm.CopyArch, P: int, seed: int = 0) -> cm.CopyStats:
-    """The statistics of the ``P`` training sequences of data set ``seed`` (the data of
-    :func:`jaxattn.copyhead.train` and :func:`jaxattn.copyhead.sample` with that seed).
-
-    Args:
-        arch: the network.
-        P: number of sequences (``>= 1``).
-        seed: the data seed.
-
-    Returns:
-        :class:`~jaxattn.copyhead.network.CopyStats` of the data set.
-    """
-    P = int(ca.check_P([P])[0])
-    X = task.one_hot(task.tokens(data_key(seed), P, arch.L, arch.V), arch.V)
-    return cm.stats(X)
