@@ -173,3 +173,20 @@ def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta):
     assert np.abs(ode_["M"][:, -1] - ode_["M"][:, 0]).max() > 1.0  # the heads did specialise
     if "b" in sim:
         assert np.abs(ode_["b"][:, -1]).max() > 0.05  # and the biases moved
+
+
+@pytest.mark.slow  # about 30 s on 2 cores (two compiles)
+def test_padded_grid_point_equals_its_unpadded_integration():
+    """A point padded into a grid of larger ``H`` and ``L`` integrates to its unpadded solution
+    within 1e-9: the Monte Carlo bank of smaller ``(L, H)`` is the larger bank's prefix, the
+    initial keys are drawn per head, and the step-size controller's norm counts only real heads.
+    Softmax-1, so that the bias dynamics is compared too."""
+    cfg = slm.SLMODEConfig(activation="softmax1", D=500, t_max=4.0, n_records=4, n_bank=500)
+    inside = slm.integrate(cfg, seed=[0], H=[2, 3], L=[3, 5], eta=[0.5]).sel(H=2, L=3)
+    alone = slm.integrate(cfg, seed=0, H=2, L=3, eta=0.5)
+    assert bool(np.isnan(inside["M"].isel(head=2)).all())  # the padded head is reported missing
+    for v, sel in (("M", dict(head=[0, 1])), ("Q", dict(head=[0, 1], head_=[0, 1])), ("b", dict(head=[0, 1])),
+                   ("risk", {})):
+        a, b = alone[v].isel(sel).values.squeeze(), inside[v].isel(sel).values.squeeze()
+        assert np.all(np.isfinite(a)) and a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-9, err_msg=v)

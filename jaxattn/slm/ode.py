@@ -24,6 +24,7 @@ A failed solve is reported per grid point (``ok``), never raised for the whole g
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Callable
 from typing import NamedTuple
 
 import diffrax
@@ -211,6 +212,28 @@ def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> S
     return solve(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
 
+def real_rms(head_mask: Bool[Array, " H"]) -> Callable[[OrderParams], Array]:
+    """The step-size controller's error norm: the root mean square over the real heads' entries
+    only. Diffrax's default RMS also counts a padded grid point's frozen heads, which would make
+    its steps depend on the grid it is padded into.
+
+    Args:
+        head_mask: real heads, shape ``(H,)``.
+
+    Returns:
+        ``norm(y)``, a scalar, for an :class:`OrderParams` (or one like it) ``y``.
+    """
+
+    def norm(y: OrderParams) -> Array:
+        m = head_mask.astype(y.b.dtype)
+        w = OrderParams(jnp.broadcast_to(m[:, None], y.M.shape), m[:, None] * m[None, :], m)
+        sq = sum(jnp.sum(wi * jnp.abs(yi) ** 2) for wi, yi in zip(w, y))
+        n = sum(jnp.sum(wi) for wi in w)
+        return jnp.sqrt(sq / n)
+
+    return norm
+
+
 def advance(
     y: OrderParams,
     a: ODEArgs,
@@ -255,7 +278,7 @@ def advance(
         dt0=None,
         y0=y,
         saveat=diffrax.SaveAt(t1=True),
-        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol),
+        stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol, norm=real_rms(a.head_mask)),
         max_steps=max_steps,
         throw=False,
     )

@@ -100,7 +100,8 @@ def make_bank(
 ) -> Bank:
     """A bank of draws for :func:`risk` (``L``, ``H`` are the padded sizes).
 
-    ``method="mc"``: ``n`` Gaussian score draws, crossed with the latent's nodes (for a discrete
+    ``method="mc"``: ``n`` Gaussian score draws (entry ``(l, h)`` from its own key, so that the
+    bank of smaller ``(L, H)`` is the prefix of this one's), crossed with the latent's nodes (for a discrete
     prior) or paired with ``n`` latent draws (Gaussian). ``method="sobol"``: the same with the
     draws replaced by ``n`` (rounded up to a power of 2) scrambled Sobol points
     (``scipy.stats.qmc``) mapped through the Gaussian quantile (and, for a Gaussian prior, through
@@ -137,7 +138,13 @@ def make_bank(
         th = np.tile(tn, (len(zn), 1))
         w = np.outer(zw, tw).ravel()
     elif method == "mc":
-        zn = np.asarray(jax.random.normal(k_z, (n, L * H)), float)
+        # entry (l, h) from its own key: the bank of a smaller (L, H) is this bank's prefix, so a
+        # point padded into a larger grid sees the draws it sees alone
+        def entry(l, h):
+            return jax.random.normal(jax.random.fold_in(jax.random.fold_in(k_z, l), h), (n,))
+
+        zn = jax.vmap(lambda l: jax.vmap(lambda h: entry(l, h))(jnp.arange(H)))(jnp.arange(L))  # (L, H, n)
+        zn = np.asarray(zn, float).reshape(L * H, n).T
         if isinstance(prior, priors.Gaussian):
             th, w = theta_nodes(prior, k_t, n)
             z = zn
