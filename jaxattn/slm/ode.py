@@ -23,8 +23,8 @@ A failed solve is reported per grid point (``ok``), never raised for the whole g
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import diffrax

@@ -140,10 +140,10 @@ def make_bank(
     elif method == "mc":
         # entry (l, h) from its own key: the bank of a smaller (L, H) is this bank's prefix, so a
         # point padded into a larger grid sees the draws it sees alone
-        def entry(l, h):
-            return jax.random.normal(jax.random.fold_in(jax.random.fold_in(k_z, l), h), (n,))
+        def entry(pos, h):
+            return jax.random.normal(jax.random.fold_in(jax.random.fold_in(k_z, pos), h), (n,))
 
-        zn = jax.vmap(lambda l: jax.vmap(lambda h: entry(l, h))(jnp.arange(H)))(jnp.arange(L))  # (L, H, n)
+        zn = jax.vmap(lambda pos: jax.vmap(lambda h: entry(pos, h))(jnp.arange(H)))(jnp.arange(L))  # (L, H, n)
         zn = np.asarray(zn, float).reshape(L * H, n).T
         if isinstance(prior, priors.Gaussian):
             th, w = theta_nodes(prior, k_t, n)
