@@ -1,4 +1,5 @@
-"""Command line of the copy head (Spec B): ``jaxattn copy train | sample | theory | phase-diagram``.
+"""Command line of the copy head (Spec B): ``jaxattn copy train | sample | theory | phase-diagram |
+landscape``.
 
 ``train`` runs full-batch Adam over a grid ``P x seeds x inits`` and reports the global minimum
 per ``P``; ``sample`` runs SGLD chains on ``exp(-N U)`` from a uniform and a copy start; ``theory``
@@ -203,3 +204,69 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
     fits = phase_figures(out_dir, L_max=L_max, n_P=n_P, critical=critical)
     fits["landscape"] = landscape_figure(os.path.join(out_dir, "copy_landscape.png"))
     emit(fits, as_json)
+
+
+@copy.command()
+@config_options(CopyArch, choices=CHOICES)
+@click.option("--N", "N", callback=_N, default="20", show_default=True, help="Inverse temperature of exp(-N U).")
+@click.option(
+    "--P",
+    "P",
+    callback=ints,
+    default=None,
+    help="Sample sizes (comma-separated; default: a grid around the theory's P*).",
+)
+@click.option("--data-seed", type=int, default=0, show_default=True, help="The training data set.")
+@click.option("--n-chains", type=int, default=4, show_default=True, help="SGLD chains per umbrella window.")
+@click.option("--burn-in", type=int, default=1000, show_default=True, help="SGLD steps before the first draw.")
+@click.option("--n-draws", type=int, default=200, show_default=True, help="Draws per chain.")
+@click.option("--thin", type=int, default=10, show_default=True, help="SGLD steps between draws.")
+@click.option(
+    "--max-spacing", type=float, default=0.2, show_default=True, help="Largest spacing of the windows on c_G."
+)
+@click.option(
+    "--spring", type=float, default=None, help="Spring constant of the windows on c_G (default: from the action)."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
+@progress_option
+@click.option("--figure", default="results/copy_landscape.png", show_default=True, help="PNG ('' for none).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@clean_errors
+def landscape(
+    N, P, data_seed, n_chains, burn_in, n_draws, thin, max_spacing, spring, seed, progress, figure, as_json, **o
+):
+    """Free-energy profile along the previous-token weight by umbrella sampling and MBAR; P* from sampling."""
+    from jaxattn.copyhead import landscape as ls
+    from jaxattn.copyhead.plots import sampled_landscape_figure
+    from jaxattn.core import checks
+
+    for name, v, lo in (("n_chains", n_chains, 2), ("burn_in", burn_in, 0), ("n_draws", n_draws, 8), ("thin", thin, 1)):
+        checks.integer(name, v, lo)
+    r = ls.landscape(
+        config_from(CopyArch, o),
+        P,
+        N,
+        progress=progress,
+        data_seed=data_seed,
+        n_chains=n_chains,
+        burn_in=burn_in,
+        n_draws=n_draws,
+        thin=thin,
+        max_spacing=max_spacing,
+        spring=spring,
+        seed=seed,
+    )
+    if figure:
+        sampled_landscape_figure(r, figure)
+    profs = r.pop("profiles")
+    emit(
+        {
+            **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
+            "n_windows": [len(p.targets) for p in profs],
+            "n_flagged_windows": [int(p.flagged.sum()) for p in profs],
+            "max_window_rhat": [float(np.nanmax(p.rhat)) for p in profs],
+            "min_window_ess": [float(np.nanmin(p.ess)) for p in profs],
+            "figure": figure,
+        },
+        as_json,
+    )

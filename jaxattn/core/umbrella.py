@@ -10,7 +10,8 @@ Window ``k`` samples the biased target
 that is ``exp(-N U_k)`` with ``U_k = U + kappa_k (order - a_k)^2 / (2 N)``, by the SGLD kernel of
 :mod:`jaxattn.core.kernels.sgld`; every window and chain runs in one jitted, vmapped program
 (:func:`sample_windows`). The windows' draws of ``a`` are then reweighted to the unbiased target
-by MBAR: the reduced potential of draw ``n`` in window ``k`` is ``u_k(a_n) = kappa_k (a_n - a_k)^2 / 2``
+by MBAR (started from BAR between neighbouring windows, which converges where a cold start
+stalls on barriers of tens of ``kT``): the reduced potential of draw ``n`` in window ``k`` is ``u_k(a_n) = kappa_k (a_n - a_k)^2 / 2``
 (``N U`` is common to every window and cancels), and ``pymbar.FES`` histograms the unbiased
 density on bins of ``a`` with analytical uncertainties (:func:`profile`). Draws are thinned to
 independent ones first, by each window's statistical inefficiency (``pymbar.timeseries``).
@@ -28,6 +29,7 @@ is left as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -160,11 +162,14 @@ def sample_windows(
     n_draws: int = 500,
     thin: int = 10,
 ) -> WindowDraws:
-    """SGLD in every window (:func:`biased_potential`), all windows and chains in one jitted program.
+    """SGLD in every window (:func:`biased_potential`), all windows and chains in one jitted
+    program, compiled once per shape and per ``(potential_fn, order_fn)``: ``N``, the windows, the
+    data and the step size are traced, so a scan over ``P`` or ``N`` reuses one compile.
 
     Args:
-        potential_fn: ``U(theta, data)``.
-        order_fn: ``a = order(theta)``.
+        potential_fn: ``U(theta, data)`` (a module-level function or another stable object: it
+            keys the compile cache).
+        order_fn: ``a = order(theta)`` (likewise).
         N: the factor of the target ``exp(-N U)`` (``> 0``).
         w: the windows.
         start: the starting position of every window, a pytree with a leading axis ``(K,)``
@@ -185,34 +190,49 @@ def sample_windows(
     """
     if not (np.isfinite(N) and N > 0):
         raise ValueError(f"N must be positive, got {N!r}")
-    kernel = sg.sgld(biased_potential(potential_fn, order_fn, N), N)
-    K = len(w.centers)
-    centers, spring = jnp.asarray(w.centers), jnp.asarray(w.spring)
-
-    @jax.jit
-    def run(start, data, centers, spring):
-        def window(k, x0, c, kap):
-            def chain(ci):
-                ck = jax.random.fold_in(jax.random.fold_in(key, k), ci)
-                st, draws = sg.run_chain(
-                    kernel,
-                    lambda th, _: order_fn(th),
-                    ck,
-                    kernel.init(x0),
-                    (data, c, kap),
-                    step_size,
-                    burn_in,
-                    n_draws,
-                    thin,
-                )
-                return draws, st.diverged
-
-            return jax.vmap(chain)(jnp.arange(n_chains))
-
-        return jax.vmap(window)(jnp.arange(K), start, centers, spring)
-
-    a, diverged = run(start, data, centers, spring)
+    a, diverged = _run_windows(
+        potential_fn,
+        order_fn,
+        int(n_chains),
+        int(n_draws),
+        int(thin),
+        jnp.asarray(N, jnp.result_type(float)),
+        start,
+        data,
+        jnp.asarray(w.centers, jnp.result_type(float)),
+        jnp.asarray(w.spring, jnp.result_type(float)),
+        key,
+        step_size,
+        jnp.asarray(burn_in, jnp.int32),
+    )
     return WindowDraws(a, diverged)
+
+
+@partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _run_windows(
+    potential_fn, order_fn, n_chains, n_draws, thin, N, start, data, centers, spring, key, step_size, burn_in
+):
+    kernel = sg.sgld(biased_potential(potential_fn, order_fn, N), N)
+
+    def window(k, x0, c, kap):
+        def chain(ci):
+            ck = jax.random.fold_in(jax.random.fold_in(key, k), ci)
+            st, draws = sg.run_chain(
+                kernel,
+                lambda th, _: order_fn(th),
+                ck,
+                kernel.init(x0),
+                (data, c, kap),
+                step_size,
+                burn_in,
+                n_draws,
+                thin,
+            )
+            return draws, st.diverged
+
+        return jax.vmap(chain)(jnp.arange(n_chains))
+
+    return jax.vmap(window)(jnp.arange(centers.shape[0]), start, centers, spring)
 
 
 class Profile(NamedTuple):
@@ -233,14 +253,20 @@ class Profile(NamedTuple):
     n_independent: np.ndarray
 
 
-def profile(draws: WindowDraws, w: Windows, bin_edges: np.ndarray) -> Profile:
-    """``F(a)`` from the windows' draws by MBAR (``pymbar.FES``, histogram on ``bin_edges``).
-    Windows with a diverged chain are flagged and left out, never averaged in.
+def profile(
+    draws: WindowDraws, w: Windows, bin_edges: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None
+) -> Profile:
+    """``F(x) = -ln p(x)`` from the windows' draws by MBAR (``pymbar.FES``, histogram on
+    ``bin_edges``), for ``x = transform(a)`` of the biased coordinate ``a`` (default ``x = a``):
+    a monotone ``transform`` lets the bias act on a coordinate in which the windows are evenly
+    spaced while the profile is reported on another. Windows with a diverged chain are flagged
+    and left out, never averaged in.
 
     Args:
         draws: the draws of :func:`sample_windows`.
         w: their windows.
-        bin_edges: increasing bin edges of ``a``, shape ``(B + 1,)``.
+        bin_edges: increasing bin edges of ``x``, shape ``(B + 1,)``.
+        transform: ``x = transform(a)``, elementwise on NumPy arrays (default: the identity).
 
     Returns:
         :class:`Profile` on the bins' centres.
@@ -248,11 +274,31 @@ def profile(draws: WindowDraws, w: Windows, bin_edges: np.ndarray) -> Profile:
     Raises:
         ValueError: if every window diverged, or on bad ``bin_edges``.
     """
-    from pymbar import FES, timeseries
+    from pymbar import FES
 
     edges = np.asarray(bin_edges, float)
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
         raise ValueError("bin_edges must be an increasing 1-D array of at least 2 edges")
+    a_n, u_kn, N_k, flagged, n_ind = _independent(draws, w)
+    x_n = a_n if transform is None else np.asarray(transform(a_n), float)
+    with jax.enable_x64(True):  # pymbar's JAX solvers would otherwise switch float64 on globally
+        fes = FES(u_kn, N_k, verbose=False, mbar_options={"initialize": "BAR"})
+        fes.generate_fes(np.zeros_like(x_n), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
+        mid = 0.5 * (edges[1:] + edges[:-1])
+        occupied = np.histogram(x_n, edges)[0] > 0
+        res = fes.get_fes(mid[occupied], reference_point="from-lowest", uncertainty_method="analytical")
+    F = np.full(mid.size, np.nan)
+    dF = np.full(mid.size, np.nan)
+    F[occupied], dF[occupied] = np.asarray(res["f_i"]), np.asarray(res["df_i"])
+    return Profile(mid, F, dF, flagged, n_ind)
+
+
+def _independent(draws: WindowDraws, w: Windows):
+    """The windows' draws thinned to independent ones (``pymbar.timeseries``), pooled, with the
+    reduced bias potentials ``u_kn`` of every kept window on every draw: ``(a_n, u_kn, N_k,
+    flagged, n_independent)``; windows with a diverged chain are flagged and left out."""
+    from pymbar import timeseries
+
     a = np.asarray(draws.a, float)
     flagged = np.asarray(np.asarray(draws.diverged).any(axis=1) | ~np.isfinite(a).all(axis=(1, 2)))
     if flagged.all():
@@ -267,17 +313,31 @@ def profile(draws: WindowDraws, w: Windows, bin_edges: np.ndarray) -> Profile:
         s = np.concatenate(chains)
         samples.append(s)
         n_ind[k] = s.size
-    x_n = np.concatenate(samples)
+    a_n = np.concatenate(samples)
     centers, spring = np.asarray(w.centers)[keep], np.asarray(w.spring)[keep]
-    u_kn = 0.5 * spring[:, None] * (x_n[None, :] - centers[:, None]) ** 2
-    N_k = n_ind[keep]
-    with jax.enable_x64(True):  # pymbar's JAX solvers would otherwise switch float64 on globally
-        fes = FES(u_kn, N_k, verbose=False)
-        fes.generate_fes(np.zeros_like(x_n), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
-        mid = 0.5 * (edges[1:] + edges[:-1])
-        occupied = np.histogram(x_n, edges)[0] > 0
-        res = fes.get_fes(mid[occupied], reference_point="from-lowest", uncertainty_method="analytical")
-    F = np.full(mid.size, np.nan)
-    dF = np.full(mid.size, np.nan)
-    F[occupied], dF[occupied] = np.asarray(res["f_i"]), np.asarray(res["df_i"])
-    return Profile(mid, F, dF, flagged, n_ind)
+    u_kn = 0.5 * spring[:, None] * (a_n[None, :] - centers[:, None]) ** 2
+    return a_n, u_kn, n_ind[keep], flagged, n_ind
+
+
+def probability(draws: WindowDraws, w: Windows, event: Callable[[np.ndarray], np.ndarray]) -> tuple[float, float]:
+    """The unbiased probability of ``event(a)`` (e.g. one basin of the profile), by MBAR
+    (``pymbar.MBAR.compute_expectations`` of the indicator, analytical error).
+
+    Args:
+        draws: the draws of :func:`sample_windows`.
+        w: their windows.
+        event: a boolean function of the order parameter, elementwise on NumPy arrays.
+
+    Returns:
+        ``(p, dp)``: the probability and its standard error.
+
+    Raises:
+        ValueError: if every window diverged.
+    """
+    from pymbar import MBAR
+
+    a_n, u_kn, N_k, _, _ = _independent(draws, w)
+    with jax.enable_x64(True):
+        mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
+        res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=np.zeros((1, a_n.size)))
+    return float(np.ravel(res["mu"])[0]), float(np.ravel(res["sigma"])[0])

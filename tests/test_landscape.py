@@ -1,0 +1,159 @@
+"""The copy head's sampled free-energy landscape (issue 13): umbrella sampling of the marginal
+posterior of ``G`` on the previous-token weight, MBAR, the basins' log-odds and ``P*`` from
+sampling, against the reduced action and its Gaussian-fluctuation correction."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from jaxattn.cli import main
+from jaxattn.copyhead import action as ca
+from jaxattn.copyhead import landscape as ls
+from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import task
+from jaxattn.copyhead.experiments import data_key
+
+ARCH = cm.CopyArch(32, 4, "softmax")
+
+
+def test_bad_input_names_the_parameter():
+    with pytest.raises(ValueError, match="N"):
+        ls.sampled_profile(ARCH, 300, 0.0)
+    with pytest.raises(ValueError, match="P"):
+        ls.sampled_profile(ARCH, 0, 20.0)
+    with pytest.raises(ValueError, match="spring"):
+        ls.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), spring=-1.0)
+    with pytest.raises(ValueError, match="c_range"):
+        ls.place_windows(ARCH, 300, 20.0, (1.0, 0.0))
+    with pytest.raises(ValueError, match="max_spacing"):
+        ls.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=0.0)
+    with pytest.raises(ValueError, match="softmax"):
+        ls.sampled_profile(cm.CopyArch(4, 8, "linear"), 300, 20.0)
+    r = CliRunner().invoke(main, ["copy", "landscape", "--N", "-1", "--json"])
+    assert r.exit_code == 2 and "N" in r.output
+
+
+def test_windows_follow_the_action_and_overlap_by_construction():
+    """The centres sit up the slope by ``S'(t) / kappa`` and the targets are at most two window
+    widths ``2 / sqrt(kappa + S'')`` apart, with ``kappa`` above the barrier's negative curvature."""
+    w, t = ls.place_windows(ARCH, 330, 20.0, (-0.5, 3.0))
+    kappa = float(w.spring[0])
+    c = np.linspace(-1.0, 3.5, 4501)
+    S = ls.theory_action_of_c(ARCH, 330, 20.0, c)
+    d1 = np.gradient(S, c)
+    d2 = np.gradient(d1, c)
+    assert kappa >= 2 * np.max(-d2[(c >= -0.5) & (c <= 3.0)]) * (1 - 1e-3)  # finite differences on another grid
+    np.testing.assert_allclose(w.centers - t, np.interp(t, c, d1) / kappa, rtol=1e-3, atol=1e-4)
+    width = 1 / np.sqrt(np.maximum(kappa + np.interp(t[:-1], c, d2), kappa / 4))
+    assert np.all(np.diff(t) <= 2 * width * 1.001) and t[0] == -0.5 and t[-1] == 3.0
+
+
+def test_crossing_of_a_line_and_its_error():
+    """On ``y = s (P - P0)`` the crossing is ``P0``. Two points of error ``e`` on a symmetric
+    bracket: the fitted ``y(P0)`` is their mean, of error ``e / sqrt(2)``, so ``P0``'s error is
+    ``e / (sqrt(2) s)`` (the delta method, exactly, for a straight line)."""
+    P = np.array([90.0, 110.0])
+    P0, err = ls.crossing(P, 0.5 * (P - 100.0), np.array([1.0, 1.0]))
+    assert P0 == pytest.approx(100.0, abs=1e-9)
+    assert err == pytest.approx(1 / (np.sqrt(2) * 0.5), rel=1e-9)
+    assert np.isnan(ls.crossing(P, P, np.ones(2))[0])
+
+
+def test_fluctuation_entropy_is_the_prior_determinant_without_data():
+    """With no data the reduced action is the prior ``N |G|^2 / 2`` (``sigma_G = 1``): its
+    Hessian is ``N I``, so ``(1/2) ln det'`` over the ``L^2 - 1`` directions off the ansatz is
+    ``(L^2 - 1) ln(N) / 2``, at any ``c``."""
+    arch = cm.CopyArch(6, 4, "softmax")
+    for c in (0.0, 1.5):
+        assert ls.fluctuation_entropy(arch, 1e-9, 20.0, c) == pytest.approx(35 * np.log(20.0) / 2, abs=1e-6)
+
+
+@pytest.mark.slow  # about 15 s on 2 cores
+def test_exact_and_reduced_action_near_p_star(x64):
+    """The exact finite-data action on the ansatz against the reduced (data-averaged) one, at
+    ``P`` = 200, 342, 500 and ``N = 1`` (``L = 32, V = 4``), 8 data sets: the gap between the copy
+    and the uniform minimum agrees with the reduced action's within 3 standard errors of its
+    spread over data sets (``docs/claims.md``)."""
+    c = jnp.linspace(-0.3, 2.6, 59)
+    for P in (200, 342, 500):
+        red = ls.theory_action_of_c(ARCH, P, 1.0, np.asarray(c))
+        gap_red = red[c > 1.0].min() - red[c < 1.0].min()
+        gaps = []
+        for s in range(8):
+            st = cm.stats(task.one_hot(task.tokens(data_key(s), P, 32, 4), 4, jnp.float64))
+            ex = np.asarray(jax.vmap(lambda x, st=st: ca.exact_action(ca.softmax_logits(x, 32, True), st, ARCH, 1.0))(c))
+            gaps.append(ex[np.asarray(c) > 1.0].min() - ex[np.asarray(c) < 1.0].min())
+        gaps = np.asarray(gaps)
+        se = gaps.std(ddof=1) / np.sqrt(gaps.size)
+        assert abs(gaps.mean() - gap_red) < 3 * se + 0.05, (P, gaps, gap_red)
+        assert gaps.std(ddof=1) < 1.0  # measured 0.035, 0.44, 0.51 at P = 200, 342, 500
+
+
+@pytest.mark.slow  # about 2 minutes on 2 cores
+def test_far_from_p_star_the_sampled_profile_has_one_basin_at_the_theory_minimum():
+    """``N = 20``: far below ``P*`` (``P = 280``, below the lower spinodal 310) the profile's one
+    basin is the uniform minimum; far above (``P = 420``, beyond the upper spinodal 375), the
+    copy minimum. The sampled minimum lies within 1.5 bins of the reduced action's."""
+    for P, side in ((280, "uniform"), (420, "copy")):
+        prof = ls.sampled_profile(ARCH, P, 20.0)
+        assert not prof.flagged.any() and np.nanmax(prof.rhat) < 1.2
+        ok = np.isfinite(prof.F)
+        F, a = prof.F[ok], prof.a[ok]
+        interior = np.flatnonzero((F[1:-1] < F[:-2] - 1.0) & (F[1:-1] < F[2:] - 1.0)) + 1  # minima deeper than 1
+        low = interior[F[interior] < 20.0]  # the basins a posterior visits
+        assert len(low) == 1, (P, F)
+        bin_w = prof.a[1] - prof.a[0]
+        assert abs(a[low[0]] - prof.a[np.argmin(prof.theory)]) <= 1.5 * bin_w, (P, side)
+
+
+@pytest.mark.slow  # about 3 minutes on 2 cores
+def test_sampled_p_star_at_N20_against_the_theories():
+    """``N = 20``, ``L = 32, V = 4``, data set 0: the sampled ``P*`` (basins of equal posterior
+    probability) agrees with the Gaussian-corrected reduced action's (342.3) within its error bar
+    plus 3 sequences (the spread of the exact action's ``P*`` over data sets is 2.7, the
+    measured difference 2.3, ``docs/claims.md``), and lies above the reduced action's ``P*``
+    (330.4), by the 2.9% the docs report (2.5% to 3.5%)."""
+    r = ls.landscape(ARCH, [338, 342], 20.0)
+    assert np.isfinite(r["p_star_sampled"]) and r["p_star_sampled_err"] < 1.0
+    corrected = ls.p_star_corrected(ARCH, 20.0, (336.0, 350.0))
+    assert abs(r["p_star_sampled"] - corrected) < r["p_star_sampled_err"] + 3.0, (r["p_star_sampled"], corrected)
+    rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
+    assert 0.025 < rel < 0.035, rel
+
+
+@pytest.mark.slow  # about 3 minutes on 2 cores
+def test_cli_landscape_json():
+    r = CliRunner().invoke(
+        main, ["copy", "landscape", "--N", "20", "--P", "338,342", "--n-draws", "100", "--figure", "", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    for k in ("p_star_sampled", "p_star_sampled_err", "p_star_theory", "N", "log_ratio", "max_window_rhat"):
+        assert k in out
+    assert out["N"] == 20.0 and out["P"] == [338, 342] and 336 < out["p_star_sampled"] < 344
+
+
+@pytest.mark.slow  # about 15 s on 2 cores
+def test_rhat_tells_chains_stuck_in_two_basins_from_chains_of_one():
+    """Unbiased SGLD on the copy head's posterior at ``N = 20``, ``P = 340`` (near the sampled
+    ``P*``, a barrier of about 35): four chains from the uniform and four from the copy ansatz
+    stay in their basins. Split R-hat of ``c`` over all eight is far above 1.2; over the four of
+    one start it is below 1.05."""
+    from jaxattn.core import diagnostics
+    from jaxattn.core import umbrella as us
+
+    potential, order = ls.posterior_target(ARCH)
+    st = cm.stats(task.one_hot(task.tokens(data_key(0), 340, 32, 4), 4))
+    starts = jnp.stack([ca.softmax_logits(jnp.float32(c), 32, True) for c in (0.3, 1.9)])
+    free = us.Windows(np.array([0.3, 1.9]), np.array([1e-9, 1e-9]))  # no bias: the plain posterior
+    d = us.sample_windows(potential, order, 20.0, free, starts, (st, jnp.float32(20.0)), jax.random.key(3),
+                          0.05 / 20, n_chains=4, burn_in=3000, n_draws=400, thin=10)
+    c = np.asarray(d.a)  # (start, chain, draw)
+    assert not np.asarray(d.diverged).any()
+    assert diagnostics.split_rhat(c.reshape(8, -1)) > 1.2
+    for k in range(2):
+        assert diagnostics.split_rhat(c[k]) < 1.05
