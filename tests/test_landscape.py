@@ -93,7 +93,7 @@ def test_exact_and_reduced_action_near_p_star(x64):
         assert gaps.std(ddof=1) < 1.0  # measured 0.035, 0.44, 0.51 at P = 200, 342, 500
 
 
-@pytest.mark.slow  # about 2 minutes on 2 cores
+@pytest.mark.slow  # about 1 minute on 2 cores
 def test_far_from_p_star_the_sampled_profile_has_one_basin_at_the_theory_minimum():
     """``N = 20``: far below ``P*`` (``P = 280``, below the lower spinodal 310) the profile's one
     basin is the uniform minimum; far above (``P = 420``, beyond the upper spinodal 375), the
@@ -103,21 +103,25 @@ def test_far_from_p_star_the_sampled_profile_has_one_basin_at_the_theory_minimum
         assert not prof.flagged.any() and np.nanmax(prof.rhat) < 1.2
         ok = np.isfinite(prof.F)
         F, a = prof.F[ok], prof.a[ok]
-        interior = np.flatnonzero((F[1:-1] < F[:-2] - 1.0) & (F[1:-1] < F[2:] - 1.0)) + 1  # minima deeper than 1
-        low = interior[F[interior] < 20.0]  # the basins a posterior visits
-        assert len(low) == 1, (P, F)
+        i = int(np.argmin(F))
+        # one basin: from the lowest bin F never falls by more than 1 (kT) on either side
+        assert np.all(np.diff(F[i:]) > -1.0) and np.all(np.diff(F[: i + 1]) < 1.0), (P, F)
         bin_w = prof.a[1] - prof.a[0]
-        assert abs(a[low[0]] - prof.a[np.argmin(prof.theory)]) <= 1.5 * bin_w, (P, side)
+        assert abs(a[i] - prof.a[np.argmin(prof.theory)]) <= 1.5 * bin_w, (P, side)
 
 
-@pytest.mark.slow  # about 3 minutes on 2 cores
+@pytest.mark.slow  # about 2 minutes on 2 cores
 def test_sampled_p_star_at_N20_against_the_theories():
     """``N = 20``, ``L = 32, V = 4``, data set 0: the sampled ``P*`` (basins of equal posterior
     probability) agrees with the Gaussian-corrected reduced action's (342.3) within its error bar
     plus 3 sequences (the spread of the exact action's ``P*`` over data sets is 2.7, the
     measured difference 2.3, ``docs/claims.md``), and lies above the reduced action's ``P*``
     (330.4), by the 2.9% the docs report (2.5% to 3.5%)."""
+    from jaxattn.core import umbrella as us
+
+    compiled = us._run_windows._cache_size()
     r = ls.landscape(ARCH, [338, 342], 20.0)
+    assert us._run_windows._cache_size() - compiled <= 1  # one compile for every P
     assert np.isfinite(r["p_star_sampled"]) and r["p_star_sampled_err"] < 1.0
     corrected = ls.p_star_corrected(ARCH, 20.0, (336.0, 350.0))
     assert abs(r["p_star_sampled"] - corrected) < r["p_star_sampled_err"] + 3.0, (r["p_star_sampled"], corrected)
@@ -125,13 +129,15 @@ def test_sampled_p_star_at_N20_against_the_theories():
     assert 0.025 < rel < 0.035, rel
 
 
-@pytest.mark.slow  # about 3 minutes on 2 cores
+@pytest.mark.slow  # about 1 minute on 2 cores
 def test_cli_landscape_json():
     r = CliRunner().invoke(
-        main, ["copy", "landscape", "--N", "20", "--P", "338,342", "--n-draws", "100", "--figure", "", "--json"]
+        main,
+        ["copy", "landscape", "--N", "20", "--P", "338,342", "--n-draws", "100", "--figure", "", "--no-progress",
+         "--json"],
     )
     assert r.exit_code == 0, r.output
-    out = json.loads(r.output.strip().splitlines()[-1])
+    out = json.loads(r.stdout.strip().splitlines()[-1])
     for k in ("p_star_sampled", "p_star_sampled_err", "p_star_theory", "N", "log_ratio", "max_window_rhat"):
         assert k in out
     assert out["N"] == 20.0 and out["P"] == [338, 342] and 336 < out["p_star_sampled"] < 344
