@@ -62,8 +62,8 @@ def theory_profile(arch: cm.CopyArch, P: float, N: float, a: np.ndarray) -> np.n
         ``S(a) - min S``, shape ``(n,)``.
     """
     with precision.float64():
-        h = ca.hyper(arch, N)
-        S = np.asarray(ca.softmax_action(copy_strength(jnp.asarray(a, jnp.float64), arch.L), jnp.float64(P), h))
+        c = np.asarray(copy_strength(jnp.asarray(a, jnp.float64), arch.L))
+    S = theory_action_of_c(arch, P, N, c)
     return S - S.min()
 
 
