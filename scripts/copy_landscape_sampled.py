@@ -77,10 +77,7 @@ def main(corrected_only: bool = False):
         row = dict(
             r,
             wall_seconds=time.perf_counter() - t0,
-            n_windows=[len(p.targets) for p in profs],
-            max_window_rhat=[float(np.nanmax(p.rhat)) for p in profs],
-            min_window_ess=[float(np.nanmin(p.ess)) for p in profs],
-            n_flagged=[int(p.flagged.sum()) for p in profs],
+            **ls.window_diagnostics(profs),
         )
         add_corrected(row, N)
         rows[f"{N:g}"] = row

@@ -25,6 +25,8 @@ def test_bad_input_names_the_parameter():
         ls.sampled_profile(ARCH, 300, 0.0)
     with pytest.raises(ValueError, match="P"):
         ls.sampled_profile(ARCH, 0, 20.0)
+    with pytest.raises(ValueError, match="n_chains"):
+        ls.sampled_profile(ARCH, 300, 20.0, n_chains=1)
     with pytest.raises(ValueError, match="spring"):
         ls.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), spring=-1.0)
     with pytest.raises(ValueError, match="c_range"):

@@ -238,10 +238,7 @@ def landscape(
     """Free-energy profile along the previous-token weight by umbrella sampling and MBAR; P* from sampling."""
     from jaxattn.copyhead import landscape as ls
     from jaxattn.copyhead.plots import sampled_landscape_figure
-    from jaxattn.core import checks
 
-    for name, v, lo in (("n_chains", n_chains, 2), ("burn_in", burn_in, 0), ("n_draws", n_draws, 8), ("thin", thin, 1)):
-        checks.integer(name, v, lo)
     r = ls.landscape(
         config_from(CopyArch, o),
         P,
@@ -262,10 +259,7 @@ def landscape(
     emit(
         {
             **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
-            "n_windows": [len(p.targets) for p in profs],
-            "n_flagged_windows": [int(p.flagged.sum()) for p in profs],
-            "max_window_rhat": [float(np.nanmax(p.rhat)) for p in profs],
-            "min_window_ess": [float(np.nanmin(p.ess)) for p in profs],
+            **ls.window_diagnostics(profs),
             "figure": figure,
         },
         as_json,

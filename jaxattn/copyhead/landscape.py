@@ -29,7 +29,7 @@ from jaxattn.copyhead import action as ca
 from jaxattn.copyhead import network as cm
 from jaxattn.copyhead import task
 from jaxattn.copyhead.experiments import data_key
-from jaxattn.core import diagnostics, precision
+from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core import umbrella as us
 
 
@@ -255,7 +255,8 @@ def sampled_profile(
         :class:`SampledProfile`.
 
     Raises:
-        ValueError: naming ``N``, ``P``, the windows or the spring constant.
+        ValueError: naming ``N``, ``P``, ``n_chains``, ``burn_in``, ``n_draws``, ``thin``, ``n_bins``,
+            the windows or the spring constant.
     """
     arch = arch.validate()
     if arch.attention != "softmax":
@@ -264,6 +265,14 @@ def sampled_profile(
     if not np.isfinite(N):
         raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
     P = int(ca.check_P([P])[0])
+    for name, v, lo in (
+        ("n_chains", n_chains, 2),
+        ("burn_in", burn_in, 0),
+        ("n_draws", n_draws, 8),
+        ("thin", thin, 1),
+        ("n_bins", n_bins, 1),
+    ):
+        checks.integer(name, v, lo)  # R-hat needs two chains, and split chains four draws each
     w, targets = place_windows(arch, P, N, c_range, max_spacing, spring)
     potential, order = posterior_target(arch)
     X = task.one_hot(task.tokens(data_key(data_seed), P, arch.L, arch.V), arch.V)
@@ -305,6 +314,25 @@ def sampled_profile(
         ess,
         prof.flagged,
         draws,
+    )
+
+
+def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
+    """Per profile, the windows' count and health: how many, how many left out (a diverged chain),
+    the largest split R-hat and the smallest effective sample size of ``c``.
+
+    Args:
+        profiles: sampled profiles (e.g. the ``profiles`` of :func:`landscape`).
+
+    Returns:
+        JSON-ready lists keyed ``n_windows``, ``n_flagged_windows``, ``max_window_rhat``,
+            ``min_window_ess``, one entry per profile.
+    """
+    return dict(
+        n_windows=[len(p.targets) for p in profiles],
+        n_flagged_windows=[int(p.flagged.sum()) for p in profiles],
+        max_window_rhat=[float(np.nanmax(p.rhat)) for p in profiles],
+        min_window_ess=[float(np.nanmin(p.ess)) for p in profiles],
     )
 
 
