@@ -6,13 +6,17 @@ sampled P* (basins of equal posterior probability) against the reduced action's 
 the reduced action with the Gaussian fluctuations of the other L^2 - 1 directions of G.
 
 Softmax, L = 32, V = 4, at N = 20 and N = 1 (``jaxattn.copyhead.landscape.landscape`` with its
-defaults; ``jaxattn copy landscape --N 20 --json`` runs the same).
+defaults; ``jaxattn copy landscape --N 20 --json`` runs the same). With ``--linear``: linear
+attention, L = 4, V = 8, along |a_G| at N = 20 and N = 1, the sampled minimum against the reduced
+action's (``jaxattn copy landscape --attention linear --L 4 --V 8 --N 20 --json``).
 
-Run:  python scripts/copy_landscape_sampled.py                    (about 10 minutes on 2 cores)
+Run:  python scripts/copy_landscape_sampled.py                    (about 7 minutes on 2 cores)
       python scripts/copy_landscape_sampled.py --corrected-only   (the Gaussian-corrected theory
                                                                     of the last run only)
-Writes docs/figures/copy_landscape_sampled_N{20,1}.png and docs/figures/copy_landscape_sampled.json,
-and prints a markdown table.
+      python scripts/copy_landscape_sampled.py --linear           (about 2 minutes)
+Writes docs/figures/copy_landscape_sampled_N{20,1}.png and docs/figures/copy_landscape_sampled.json
+(docs/figures/copy_landscape_linear_N{20,1}.png and .json with --linear), and prints a markdown
+table.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ from jaxattn.copyhead import network as cm  # noqa: E402
 from jaxattn.copyhead.plots import sampled_landscape_figure  # noqa: E402
 
 ARCH = cm.CopyArch(32, 4, "softmax")
-FIG = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_landscape_sampled")
+LINEAR = cm.CopyArch(4, 8, "linear")
+FIGURES = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
+FIG = os.path.join(FIGURES, "copy_landscape_sampled")
 
 
 def add_corrected(row: dict, N: float) -> None:
@@ -86,6 +92,28 @@ def main(corrected_only: bool = False):
     table(rows)
 
 
+def linear() -> None:
+    """Linear attention along |a_G| at N = 20 and 1, on the default grid (0.5, 1, 2, 4 onsets)."""
+    rows = {}
+    for N in (20.0, 1.0):
+        t0 = time.perf_counter()
+        r = ls.landscape(LINEAR, None, N, progress=True)
+        sampled_landscape_figure(r, os.path.join(FIGURES, f"copy_landscape_linear_N{N:g}.png"))
+        profs = r.pop("profiles")
+        rows[f"{N:g}"] = dict(r, wall_seconds=time.perf_counter() - t0, **ls.window_diagnostics(profs))
+    with open(os.path.join(FIGURES, "copy_landscape_linear.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("| N | P | P / onset | sampled minimum abs(a_G) | theory abs(a_G) | max R-hat | min ESS |")
+    print("|---|---|---|---|---|---|---|")
+    for N, row in rows.items():
+        for k, P in enumerate(row["P"]):
+            print(
+                f"| {N} | {P} | {P / row['p_onset_theory']:.2f} | {row['a_min_sampled'][k]:.3f} | "
+                f"{row['a_min_theory'][k]:.3f} | {row['max_window_rhat'][k]:.3f} | {row['min_window_ess'][k]:.0f} |"
+            )
+    print(f"bin width {rows['20']['bin_width']:.3f}")
+
+
 def table(rows: dict) -> None:
     print("| N | reduced-action P* | Gaussian-corrected P* | sampled P* | sampled - reduced | sampled - corrected |")
     print("|---|---|---|---|---|---|")
@@ -100,4 +128,7 @@ def table(rows: dict) -> None:
 
 
 if __name__ == "__main__":
-    main(corrected_only="--corrected-only" in sys.argv)
+    if "--linear" in sys.argv:
+        linear()
+    else:
+        main(corrected_only="--corrected-only" in sys.argv)

@@ -222,10 +222,17 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
 @click.option("--n-draws", type=int, default=200, show_default=True, help="Draws per chain.")
 @click.option("--thin", type=int, default=10, show_default=True, help="SGLD steps between draws.")
 @click.option(
-    "--max-spacing", type=float, default=0.2, show_default=True, help="Largest spacing of the windows on c_G."
+    "--max-spacing",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Largest spacing of the windows on c_G (softmax) or |a_G| (linear).",
 )
 @click.option(
-    "--spring", type=float, default=None, help="Spring constant of the windows on c_G (default: from the action)."
+    "--spring",
+    type=float,
+    default=None,
+    help="Spring constant of the windows on c_G or |a_G| (default: from the action).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
 @progress_option
@@ -235,7 +242,8 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
 def landscape(
     N, P, data_seed, n_chains, burn_in, n_draws, thin, max_spacing, spring, seed, progress, figure, as_json, **o
 ):
-    """Free-energy profile along the previous-token weight by umbrella sampling and MBAR; P* from sampling."""
+    """Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token weight, with P*
+    from sampling; linear along |a_G|, with the minimum against the theory's."""
     from jaxattn.copyhead import landscape as ls
     from jaxattn.copyhead.plots import sampled_landscape_figure
 

@@ -32,6 +32,10 @@ from jaxattn.copyhead.experiments import data_key
 from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core import umbrella as us
 
+C_RANGE = (-0.5, 3.0)
+"""The default span of the windows' targets on the copy strength ``c`` (:func:`sampled_profile`):
+from below the uniform minimum to beyond the copy minimum at ``L = 32``."""
+
 
 def copy_strength(a: Float[Array, "*b"] | np.ndarray, L: int) -> Float[Array, "*b"]:
     """The ansatz's ``c_G`` at previous-token weight ``a``: the inverse of
@@ -49,21 +53,25 @@ def copy_strength(a: Float[Array, "*b"] | np.ndarray, L: int) -> Float[Array, "*
 
 
 def theory_profile(arch: cm.CopyArch, P: float, N: float, a: np.ndarray) -> np.ndarray:
-    """The reduced action ``S(c_G(a))`` (B.3b on the softmax ansatz, float64) relative to its
-    lowest value on ``a``: the theory's ``F(a)``.
+    """The reduced action relative to its lowest value on ``a``, the theory's ``F(a)`` (float64):
+    ``S(c_G(a))`` along the previous-token weight (softmax), ``min_{a_1} S(a_1, a)`` along
+    ``a = |a_G|`` (linear, :func:`linear_profile_action`).
 
     Args:
-        arch: the network (softmax attention).
+        arch: the network.
         P: number of training sequences.
         N: inverse temperature.
-        a: previous-token weights in ``(0, 1)``, shape ``(n,)``.
+        a: previous-token weights in ``(0, 1)`` (softmax) or ``|a_G|`` (linear), shape ``(n,)``.
 
     Returns:
         ``S(a) - min S``, shape ``(n,)``.
     """
-    with precision.float64():
-        c = np.asarray(copy_strength(jnp.asarray(a, jnp.float64), arch.L))
-    S = theory_action_of_c(arch, P, N, c)
+    if arch.attention == "softmax":
+        with precision.float64():
+            x = np.asarray(copy_strength(jnp.asarray(a, jnp.float64), arch.L))
+    else:
+        x = np.asarray(a, float)
+    S = theory_action_of_order(arch, P, N, x)
     return S - S.min()
 
 
@@ -89,6 +97,8 @@ def posterior_target(arch: cm.CopyArch) -> tuple[Callable[[Array, Any], Array], 
         return ca.exact_action(G, st, arch, N) / N
 
     def order(G):
+        if arch.attention == "linear":  # gauge-invariant: G -> -G (with W -> -W) flips a_G
+            return jnp.abs(cm.order_parameters(G, arch)["aG"])
         return copy_strength(cm.order_parameters(G, arch)["prev_weight"], arch.L)
 
     return potential, order
@@ -112,17 +122,19 @@ class SampledProfile(NamedTuple):
     """The sampled free-energy profile at one ``(P, N)``, and its windows.
 
     Attributes:
-        a: bin centres of the previous-token weight, shape ``(B,)``.
+        a: bin centres of the profile's coordinate (the previous-token weight for softmax,
+            ``|a_G|`` for linear attention), shape ``(B,)``.
         F: ``F(a) = -ln p(a)`` relative to its lowest bin, shape ``(B,)`` (``NaN``: empty bin).
         dF: MBAR's standard error of ``F``, shape ``(B,)``.
         theory: the reduced action ``S(a) - min S`` on the same bins, shape ``(B,)``.
-        windows: the umbrella windows on ``c`` (:class:`jaxattn.core.umbrella.Windows`).
-        targets: the ``c`` each window was placed to sample, shape ``(K,)``.
-        c_mean: each window's sampled mean of ``c``, shape ``(K,)``.
-        rhat: each window's split R-hat of ``c`` over its chains, shape ``(K,)``.
-        ess: each window's effective sample size of ``c``, shape ``(K,)``.
+        windows: the umbrella windows on the windows' coordinate ``x`` (``c_G`` for softmax,
+            ``|a_G|`` for linear; :class:`jaxattn.core.umbrella.Windows`).
+        targets: the ``x`` each window was placed to sample, shape ``(K,)``.
+        c_mean: each window's sampled mean of ``x``, shape ``(K,)``.
+        rhat: each window's split R-hat of ``x`` over its chains, shape ``(K,)``.
+        ess: each window's effective sample size of ``x``, shape ``(K,)``.
         flagged: windows left out because a chain diverged, shape ``(K,)``.
-        draws: the windows' draws of ``c`` (:class:`jaxattn.core.umbrella.WindowDraws`).
+        draws: the windows' draws of ``x`` (:class:`jaxattn.core.umbrella.WindowDraws`).
     """
 
     a: np.ndarray
@@ -154,6 +166,109 @@ def theory_action_of_c(arch: cm.CopyArch, P: float, N: float, c: np.ndarray) -> 
         return np.asarray(ca.softmax_action(jnp.asarray(c, jnp.float64), jnp.float64(P), ca.hyper(arch, N)))
 
 
+def linear_profile_action(arch: cm.CopyArch, P: float, N: float, aG: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reduced action on the linear ansatz along ``|a_G|``,
+    ``S(|a_G|) = min_{a_1} S(a_1, |a_G|)`` (B.3b, :func:`jaxattn.copyhead.action.linear_action`;
+    float64): the best of a grid of ``a_1 in [-1, 1.5]``, then Newton steps kept only where they
+    lower ``S``. The gauge ``S(a_1, a_G) = S(-a_1, -a_G)`` makes the profile even in ``a_G``; at
+    ``a_G = 0`` it has a cusp wherever the pooling minimum ``a_1 != 0`` takes both signs there,
+    which is why the windows act on ``|a_G|`` (:func:`posterior_target`).
+
+    Args:
+        arch: the network (linear attention).
+        P: number of training sequences.
+        N: inverse temperature.
+        aG: copy strengths, shape ``(n,)``.
+
+    Returns:
+        ``(S, a_1)`` at each ``|a_G|``, shape ``(n,)`` each.
+    """
+    with precision.float64():
+        S, a1 = _linear_profile(jnp.abs(jnp.asarray(aG, jnp.float64)), jnp.float64(P), ca.hyper(arch, N))
+        return np.asarray(S), np.asarray(a1)
+
+
+@jax.jit
+def _linear_profile(aG, P, h):
+    grid = jnp.linspace(-1.0, 1.5, 251, dtype=aG.dtype)
+
+    def one(x):
+        f = lambda a1: ca.linear_action(a1, x, P, h)  # noqa: E731
+        d1, d2 = jax.grad(f), jax.grad(jax.grad(f))
+
+        def newton(_, a):
+            nxt = a - d1(a) / jnp.where(d2(a) > 0, d2(a), jnp.inf)
+            return jnp.where(f(nxt) < f(a), nxt, a)
+
+        a1 = jax.lax.fori_loop(0, 20, newton, grid[jnp.argmin(jax.vmap(f)(grid))])
+        return f(a1), a1
+
+    return jax.vmap(one)(aG)
+
+
+def theory_action_of_order(arch: cm.CopyArch, P: float, N: float, x: np.ndarray) -> np.ndarray:
+    """The reduced action along the windows' coordinate ``x`` (not shifted): ``S(c_G)`` on the
+    softmax ansatz (:func:`theory_action_of_c`), ``min_{a_1} S(a_1, |a_G|)`` on the linear one
+    (:func:`linear_profile_action`).
+
+    Args:
+        arch: the network.
+        P: number of training sequences.
+        N: inverse temperature.
+        x: ``c_G`` (softmax) or ``|a_G|`` (linear), shape ``(n,)``.
+
+    Returns:
+        ``S(x)``, shape ``(n,)``.
+    """
+    if arch.attention == "softmax":
+        return theory_action_of_c(arch, P, N, x)
+    return linear_profile_action(arch, P, N, x)[0]
+
+
+def profile_coordinate(arch: cm.CopyArch, x: np.ndarray) -> np.ndarray:
+    """The profile's coordinate from the windows': the previous-token weight ``a = prev_weight(c)``
+    (softmax), ``|a_G|`` itself (linear).
+
+    Args:
+        arch: the network.
+        x: ``c_G`` or ``|a_G|``, any shape.
+
+    Returns:
+        ``a`` or ``|a_G|``, the shape of ``x``.
+    """
+    return prev_weight(x, arch.L) if arch.attention == "softmax" else np.asarray(x, float)
+
+
+def default_range(arch: cm.CopyArch) -> tuple[float, float]:
+    """The default span of the windows' targets: :data:`C_RANGE` on ``c_G`` (softmax); on
+    ``|a_G|`` (linear) ``(0, 1)``, from ``A = 0`` to beyond the minimum's ``|a_G|`` (below 0.6 at
+    ``L = 4, V = 8``, ``N <= 20``).
+
+    Args:
+        arch: the network.
+
+    Returns:
+        ``(lo, hi)`` of the targets.
+    """
+    return C_RANGE if arch.attention == "softmax" else (0.0, 1.0)
+
+
+def _floor(arch: cm.CopyArch) -> float:
+    """The lowest value of the windows' coordinate: none for ``c_G``, 0 for ``|a_G|``."""
+    return -np.inf if arch.attention == "softmax" else 0.0
+
+
+def _ansatz_logits(arch: cm.CopyArch, P: float, N: float, x: np.ndarray) -> Array:
+    """The ansatz's ``G`` at each target: ``c S + c_1 11^T`` (softmax), ``g A`` with
+    ``A = a_1 11^T / L + |a_G| S`` and ``a_1`` at its minimum (linear); float32, shape ``(K, L, L)``."""
+    xs = jnp.asarray(x, jnp.float32)
+    if arch.attention == "softmax":
+        return jax.vmap(lambda c: ca.softmax_logits(c, arch.L, arch.cyclic))(xs)
+    a1 = jnp.asarray(linear_profile_action(arch, P, N, np.asarray(x, float))[1], jnp.float32)
+    g = float(ca.hyper(arch, N).g)
+    return jax.vmap(lambda a, b: g * ca.linear_attention_matrix(a, b, arch.L, arch.cyclic))(a1, xs)
+
+
 def place_windows(
     arch: cm.CopyArch,
     P: float,
@@ -161,8 +276,10 @@ def place_windows(
     c_range: tuple[float, float],
     max_spacing: float = 0.2,
     spring: float | None = None,
+    n_windows: int | None = None,
 ) -> tuple[us.Windows, np.ndarray]:
-    """Harmonic windows on ``c`` placed from the reduced action ``S(c)`` so that neighbouring
+    """Harmonic windows on the coordinate ``x`` (``c_G`` for softmax, ``|a_G|`` for linear attention)
+    placed from the reduced action ``S(x)`` (:func:`theory_action_of_order`) so that neighbouring
     windows overlap wherever the posterior is steep or narrow.
 
     - The spring constant defaults to ``max(4 / max_spacing^2, 2 max(-S''))``: above the
@@ -171,33 +288,40 @@ def place_windows(
       ``2 / sqrt(kappa + S''(t))``, at most ``max_spacing``.
     - Each centre is moved up the slope, ``c_k = t_k + S'(t_k) / kappa``, so that the window's
       biased minimum sits at its target even where the mean force is large.
+    - With ``n_windows``, targets are added at the middle of the widest gaps (in window widths)
+      until there are ``n_windows``: a scan over ``P`` then keeps one shape, hence one compile.
 
     The sampled ``F`` differs from ``S``: the shift's error ``(F' - S') / kappa`` and the widths'
     are checked afterwards on the windows' sampled means and spreads (:func:`sampled_profile`).
 
     Args:
-        arch: the network (softmax attention).
+        arch: the network.
         P: number of training sequences.
         N: inverse temperature.
         c_range: ``(lo, hi)`` of the targets.
         max_spacing: the largest spacing of the targets (``> 0``).
         spring: the spring constant (``> 0``; default as above).
+        n_windows: the number of windows (default: as many as the spacing needs); fewer than
+            the spacing needs is an error.
 
     Returns:
         ``(windows, targets)``.
 
     Raises:
-        ValueError: naming ``c_range``, ``max_spacing`` or ``spring``.
+        ValueError: naming ``c_range``, ``max_spacing``, ``spring`` or ``n_windows``.
     """
     lo, hi = (float(x) for x in c_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
         raise ValueError(f"c_range must be (lo, hi) with lo < hi, got {c_range!r}")
+    if lo < _floor(arch):
+        raise ValueError(f"c_range must start at |a_G| >= 0 for linear attention, got {c_range!r}")
     if not (np.isfinite(max_spacing) and max_spacing > 0):
         raise ValueError(f"max_spacing must be positive, got {max_spacing!r}")
     if spring is not None and not (np.isfinite(spring) and spring > 0):
         raise ValueError(f"spring must be a positive spring constant, got {spring!r}")
-    fine = np.linspace(lo - 0.5, hi + 0.5, int(400 * (hi - lo + 1)) + 1)
-    S = theory_action_of_c(arch, P, N, fine)
+    # one-sided at the coordinate's floor: |a_G|'s profile has a cusp at 0
+    fine = np.linspace(max(lo - 0.5, _floor(arch)), hi + 0.5, int(400 * (hi - lo + 1)) + 1)
+    S = theory_action_of_order(arch, P, N, fine)
     d1 = np.gradient(S, fine)
     d2 = np.gradient(d1, fine)
     inner = (fine >= lo) & (fine <= hi)
@@ -207,6 +331,17 @@ def place_windows(
     while t[-1] < hi:
         t.append(t[-1] + min(max_spacing, 2.0 * float(np.interp(t[-1], fine, width))))
     targets = np.asarray(t[:-1] + [hi]) if t[-1] - hi > 0 else np.asarray(t)
+    if n_windows is not None:
+        n_windows = checks.integer("n_windows", n_windows, 2)
+        if n_windows < targets.size:
+            raise ValueError(
+                f"n_windows={n_windows} is fewer than the {targets.size} windows the spacing needs at "
+                f"P={P:g}, N={N:g} (raise n_windows or max_spacing)"
+            )
+        while targets.size < n_windows:
+            mid = 0.5 * (targets[1:] + targets[:-1])
+            i = int(np.argmax(np.diff(targets) / np.interp(mid, fine, width)))
+            targets = np.insert(targets, i + 1, mid[i])
     centers = targets + np.interp(targets, fine, d1) / kappa
     return us.Windows(centers, np.full(targets.size, kappa)), targets
 
@@ -217,9 +352,10 @@ def sampled_profile(
     N: float,
     *,
     data_seed: int = 0,
-    c_range: tuple[float, float] = (-0.5, 3.0),
+    c_range: tuple[float, float] | None = None,
     max_spacing: float = 0.2,
     spring: float | None = None,
+    n_windows: int | None = None,
     n_bins: int = 40,
     n_chains: int = 4,
     burn_in: int = 1000,
@@ -230,18 +366,25 @@ def sampled_profile(
 ) -> SampledProfile:
     """``F(a)`` of the posterior of ``G`` with ``W`` integrated out exactly,
     ``p(G) ~ exp(-S(G))`` (B.3a on the ``P`` sequences of ``data_seed``), by umbrella sampling on
-    ``c = copy_strength(a)`` (:func:`place_windows`) with SGLD (all windows and chains in one
-    compiled program) and MBAR (:mod:`jaxattn.core.umbrella`); the profile is histogrammed on
-    ``a`` on bins evenly spaced between the ``a`` of ``c_range``.
+    ``x`` (:func:`place_windows`) with SGLD (all windows and chains in one compiled program) and
+    MBAR (:mod:`jaxattn.core.umbrella`); the profile is histogrammed on ``a`` on bins evenly
+    spaced between the ``a`` of ``c_range``.
+
+    - softmax: ``a`` is the previous-token weight and ``x = c = copy_strength(a)``;
+    - linear: ``a = x = |a_G|``, with ``a_G`` the least-squares copy strength of ``A``
+      (:func:`jaxattn.copyhead.network.order_parameters`). The posterior is even in ``a_G``
+      (the gauge ``(G, W) -> (-G, -W)``), so ``|a_G|`` loses nothing.
 
     Args:
-        arch: the network (softmax attention).
+        arch: the network.
         P: number of training sequences (``>= 1``).
         N: inverse temperature (``> 0``, finite).
         data_seed: the data set (as in :func:`jaxattn.copyhead.sample`).
-        c_range: ``(lo, hi)`` of the windows' targets on ``c``.
+        c_range: ``(lo, hi)`` of the windows' targets on ``x`` (default :func:`default_range`).
         max_spacing: the windows' largest spacing (:func:`place_windows`).
-        spring: the windows' spring constant on ``c`` (default: :func:`place_windows`).
+        spring: the windows' spring constant on ``x`` (default: :func:`place_windows`).
+        n_windows: the number of windows (default: as many as the spacing needs,
+            :func:`place_windows`).
         n_bins: bins of ``a``.
         n_chains: chains per window.
         burn_in: SGLD steps before the first draw.
@@ -259,8 +402,6 @@ def sampled_profile(
             the windows or the spring constant.
     """
     arch = arch.validate()
-    if arch.attention != "softmax":
-        raise ValueError(f"the sampled landscape is along the softmax ansatz; got attention={arch.attention!r}")
     N = ca.check_N(N)
     if not np.isfinite(N):
         raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
@@ -273,11 +414,12 @@ def sampled_profile(
         ("n_bins", n_bins, 1),
     ):
         checks.integer(name, v, lo)  # R-hat needs two chains, and split chains four draws each
-    w, targets = place_windows(arch, P, N, c_range, max_spacing, spring)
+    c_range = default_range(arch) if c_range is None else c_range
+    w, targets = place_windows(arch, P, N, c_range, max_spacing, spring, n_windows)
     potential, order = posterior_target(arch)
     X = task.one_hot(task.tokens(data_key(data_seed), P, arch.L, arch.V), arch.V)
     st = cm.stats(X)
-    G0 = jax.vmap(lambda c: ca.softmax_logits(c, arch.L, arch.cyclic))(jnp.asarray(targets, jnp.float32))
+    G0 = _ansatz_logits(arch, P, N, targets)
     # the bias's curvature in G along the ansatz: kappa |grad_G c|^2, largest over the targets
     g2 = jax.vmap(lambda G: jnp.sum(jax.grad(order)(G) ** 2))(G0)
     eps = step / (N + float(w.spring[0]) * float(jnp.max(g2)))
@@ -296,9 +438,9 @@ def sampled_profile(
         thin=thin,
     )
     c = np.asarray(draws.a, float)
-    a_lo, a_hi = prev_weight(np.asarray(c_range, float), arch.L)
+    a_lo, a_hi = profile_coordinate(arch, np.asarray(c_range, float))
     edges = np.linspace(float(a_lo), float(a_hi), n_bins + 1)
-    prof = us.profile(draws, w, edges, transform=lambda x: prev_weight(x, arch.L))
+    prof = us.profile(draws, w, edges, transform=lambda x: profile_coordinate(arch, x))
     ok = np.asarray(np.isfinite(c).all(axis=2))  # (window, chain): chains that did not diverge
     rhat = np.array([diagnostics.split_rhat(c[k][ok[k]]) if ok[k].sum() >= 2 else np.nan for k in range(len(c))])
     ess = np.array([diagnostics.ess(c[k][ok[k]]) if ok[k].sum() >= 1 else np.nan for k in range(len(c))])
@@ -441,6 +583,103 @@ def default_P(p_star: float, slope: float) -> list[int]:
     return sorted({max(1, int(round(p_star + k * delta))) for k in (-1, 0, 1, 2, 3)})
 
 
+def _scan(arch: cm.CopyArch, N: float, Ps: list[int], progress: bool, kw: dict):
+    """``(profile_at, bar)``: :func:`sampled_profile` at any ``P`` of a scan, with one window
+    count for the whole scan (one shape, one compile), and the scan's progress bar."""
+    from tqdm.auto import tqdm
+
+    kw = dict(kw)
+    fixed = kw.pop("n_windows", None)
+    c_range = kw.get("c_range") or default_range(arch)
+    placing = {k: kw[k] for k in ("max_spacing", "spring") if kw.get(k) is not None}
+    bar = tqdm(total=len(Ps), desc=f"landscape N={N:g}", disable=not progress)
+
+    def needed(p):
+        return place_windows(arch, p, N, c_range, **placing)[1].size
+
+    # the most any P of the grid needs, rounded up to a multiple of 8 so that the P added later
+    # (between or just beyond the grid's) almost always fit; one that does not raises the count,
+    # at the cost of one more compile
+    n_win = fixed if fixed is not None else -(-max(needed(p) for p in Ps) // 8) * 8
+
+    def profile_at(p):
+        nonlocal n_win
+        if fixed is None:
+            n_win = max(n_win, -(-needed(p) // 8) * 8)
+        if p not in Ps:
+            bar.total += 1
+        prof = sampled_profile(arch, p, N, n_windows=n_win, **kw)
+        bar.update(1)
+        return prof
+
+    return profile_at, bar
+
+
+def sampled_minimum(prof: SampledProfile) -> float:
+    """The sampled profile's lowest point: the vertex of the parabola through the lowest bin and
+    its two neighbours (the lowest bin's centre at an end of the range).
+
+    Args:
+        prof: a sampled profile.
+
+    Returns:
+        ``a`` at the minimum of ``F``.
+    """
+    F = np.where(np.isfinite(prof.F), prof.F, np.inf)
+    i = int(np.argmin(F))
+    if i == 0 or i == F.size - 1 or not np.all(np.isfinite(F[i - 1 : i + 2])):
+        return float(prof.a[i])
+    fm, f0, fp = F[i - 1 : i + 2]
+    h = prof.a[1] - prof.a[0]
+    return float(prof.a[i] + 0.5 * h * (fm - fp) / (fm - 2 * f0 + fp))
+
+
+def linear_landscape(
+    arch: cm.CopyArch, P: list[int] | None = None, N: float = 1.0, *, progress: bool = False, **kw
+) -> dict:
+    """Linear attention: sampled profiles along ``|a_G|`` at every ``P`` (:func:`sampled_profile`,
+    one compile for the scan), and the sampled minimum (:func:`sampled_minimum`) against the
+    reduced action's (:func:`jaxattn.copyhead.linear.linear_minimum`): one minimum that leaves
+    ``a_G = 0`` at the second-order onset and moves continuously.
+
+    Args:
+        arch: the network (linear attention).
+        P: numbers of training sequences (default: 0.5, 1, 2 and 4 times the theory's onset).
+        N: inverse temperature.
+        progress: show a progress bar over ``P``.
+        **kw: passed to :func:`sampled_profile`.
+
+    Returns:
+        A dict: ``N``, ``P`` (list, increasing), ``p_onset_theory``, ``a_min_sampled`` and
+            ``a_min_theory`` per ``P`` (``|a_G|`` at the minimum), ``bin_width`` (of the sampled
+            profile), ``profiles``.
+    """
+    from jaxattn.copyhead import linear as cl
+
+    arch = arch.validate()
+    N = ca.check_N(N)
+    onset = cl.linear_onsets(arch, N).P_onset
+    Ps = (
+        sorted({max(1, int(round(f * onset))) for f in (0.5, 1.0, 2.0, 4.0)})
+        if P is None
+        else sorted({int(p) for p in ca.check_P(list(P))})
+    )
+    profile_at, bar = _scan(arch, N, Ps, progress, kw)
+    profiles = [profile_at(p) for p in Ps]
+    bar.close()
+    with precision.float64():
+        theory = cl.linear_scan_jit(jnp.asarray(Ps, jnp.float64), ca.hyper(arch, N))
+    return dict(
+        N=N,
+        P=Ps,
+        p_onset_theory=float(onset),
+        a_min_sampled=[sampled_minimum(p) for p in profiles],
+        a_min_theory=np.abs(np.asarray(theory.aG)).tolist(),
+        bin_width=float(profiles[0].a[1] - profiles[0].a[0]),
+        profiles=profiles,
+    )
+
+
 def landscape(
     arch: cm.CopyArch,
     P: list[int] | None = None,
@@ -450,15 +689,17 @@ def landscape(
     progress: bool = False,
     **kw,
 ) -> dict:
-    """Sampled profiles at every ``P`` (:func:`sampled_profile`, one compile for the whole scan),
-    each basin's probability across the theory's barrier (:func:`basin_log_ratio`), and ``P*``
-    from sampling: where ``ln(p_copy / p_uniform)`` crosses zero (:func:`crossing`), against the
-    theory's ``P*`` at the same ``N``. Up to ``max_extend`` more ``P`` are added by secant steps
-    on the sampled log-odds: outward until a pair of ``P`` brackets the crossing, then inside the
-    bracket until it is narrow (an end's log-odds within 0.5 of zero, or 2% of ``P`` wide).
+    """Sampled profiles at every ``P`` (:func:`sampled_profile`, with one window count, hence one
+    compile, for the whole scan), each basin's probability across the theory's barrier
+    (:func:`basin_log_ratio`), and ``P*`` from sampling: where ``ln(p_copy / p_uniform)`` crosses
+    zero (:func:`crossing`), against the theory's ``P*`` at the same ``N``. Up to ``max_extend``
+    more ``P`` are added by secant steps on the sampled log-odds: outward until a pair of ``P``
+    brackets the crossing, then inside the bracket until it is narrow (an end's log-odds within
+    0.5 of zero, or 2% of ``P`` wide). Linear attention has no jump: its scan is
+    :func:`linear_landscape`, which this calls (``max_extend`` unused).
 
     Args:
-        arch: the network (softmax attention).
+        arch: the network.
         P: numbers of training sequences (default :func:`default_P` around the theory's ``P*``).
         N: inverse temperature.
         max_extend: the most ``P`` added to bracket the crossing.
@@ -471,20 +712,19 @@ def landscape(
             ``log_ratio`` and ``log_ratio_err`` per ``P``, ``profiles`` (the
             :class:`SampledProfile` per ``P``).
     """
-    from tqdm.auto import tqdm
-
     arch = arch.validate()
     N = ca.check_N(N)
+    if arch.attention != "softmax":
+        return linear_landscape(arch, P, N, progress=progress, **kw)
     p_star, a_bar = theory_barrier(arch, N)
     slope = theory_slope(arch, N, p_star)
     Ps = default_P(p_star, slope) if P is None else sorted({int(p) for p in ca.check_P(list(P))})
     res: dict[int, tuple[SampledProfile, float, float]] = {}
-    bar = tqdm(total=len(Ps), desc=f"landscape N={N:g}", disable=not progress)
+    profile_at, bar = _scan(arch, N, Ps, progress, kw)
 
     def run(p):
-        prof = sampled_profile(arch, p, N, **kw)
+        prof = profile_at(p)
         res[p] = (prof, *basin_log_ratio(prof, a_bar, arch.L))
-        bar.update(1)
 
     for p in Ps:
         run(p)
@@ -502,7 +742,6 @@ def landscape(
                 break
             nxt = int(round(ks[i] - lr[i] * (ks[i + 1] - ks[i]) / (lr[i + 1] - lr[i])))
             nxt = min(max(nxt, ks[i] + 1), ks[i + 1] - 1)
-            bar.total += 1
             run(nxt)
             continue
         # one sign everywhere: the log-odds grow with P, so step up from the largest P (all
@@ -515,7 +754,6 @@ def landscape(
         nxt = ks[i] + step if up else max(1, ks[i] - step)
         if nxt in res:
             break
-        bar.total += 1
         run(nxt)
     bar.close()
     ks = sorted(res)
