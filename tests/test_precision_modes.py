@@ -66,10 +66,3 @@ def test_float32_copy_theory_within_its_documented_accuracy(attention, L, V, tol
     np.testing.assert_allclose(b["S"].values, a["S"].values, rtol=5e-5 if attention == "linear" else 5e-6)
     if attention == "softmax":
         np.testing.assert_array_equal(a["n_minima"].values, b["n_minima"].values)
-
-
-def test_the_theory_refuses_a_bias_step_it_does_not_model():
-    """The ODE's bias step is ``eta / D`` (``bias_lr = 1``); another ``bias_lr`` is refused by name
-    rather than integrated wrongly."""
-    with pytest.raises(ValueError, match="bias_lr"):
-        slm.SLMODEConfig(bias_lr=0.5).validate()

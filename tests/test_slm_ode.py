@@ -133,14 +133,16 @@ def test_random_initial_conditions_have_the_finite_D_law(x64):
 
 @pytest.mark.slow  # about 2 to 3 minutes each on 2 cores
 @pytest.mark.parametrize(
-    ("activation", "batch", "eta"),
-    [("softmax", 1, 1.0), ("softmax1", 1, 1.0), ("bayes_softmax", 1, 1.0), ("bayes_softmax", 4, 4.0)],
+    ("activation", "batch", "eta", "bias_lr"),
+    [("softmax", 1, 1.0, 1.0), ("softmax1", 1, 1.0, 1.0), ("softmax1", 1, 1.0, 4.0), ("bayes_softmax", 1, 1.0, 1.0),
+     ("bayes_softmax", 4, 4.0, 1.0)],
 )
-def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta):
+def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta, bias_lr):
     """Online SGD against the ODE from each seed's own start, heads matched per seed
     (``slm.compare``), up to ``t = 200``: ``M``, ``diag Q``, the biases ``b`` (softmax-1 and
-    Bayes-softmax move them; the bias step is ``eta / D``) and the error. A mini-batch of ``B = 4``
-    at ``eta = 4`` follows the ODE at ``eta / B = 1`` (``docs/theory/single_location.md``, section 5).
+    Bayes-softmax move them; the bias step is ``bias_lr eta / D``, also at ``bias_lr = 4``) and
+    the error. A mini-batch of ``B = 4`` at ``eta = 4`` follows the ODE at ``eta / B = 1``
+    (``docs/theory/single_location.md``, section 5).
 
     Tolerance, at every recorded time: 4 standard errors of the seed mean of the per-seed
     deviation (through the escape the seeds' escape times differ, so this is wide there and narrow
@@ -156,7 +158,7 @@ def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta):
 
     seeds = 8
     config = slm.SLMODEConfig(D=500, t_max=50.0 if activation == "softmax" else 200.0, n_records=20, prior=priors.onehot(2, 9.0), n_bank=2000,
-                              activation=activation, batch_size=batch, n_test=2000)
+                              activation=activation, batch_size=batch, n_test=2000, bias_lr=bias_lr)
     c = sc.compare(config, seeds=seeds, H=2, L=4, eta=eta)
     p, th = c.simulation, c.theory
     assert not bool(th["diverged"].any()) and not bool(p["diverged"].any())
@@ -173,6 +175,28 @@ def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta):
     assert np.abs(ode_["M"][:, -1] - ode_["M"][:, 0]).max() > 1.0  # the heads did specialise
     if "b" in sim:
         assert np.abs(ode_["b"][:, -1]).max() > 0.05  # and the biases moved
+
+
+def test_the_bias_step_scales_the_bias_flow_alone(x64):
+    """``bias_lr = k`` (SGD's bias step ``k eta / D``) multiplies ``db/dt`` by ``k`` and leaves
+    ``dM/dt`` and ``dQ/dt`` as they are (the bias's squared step is ``O(1/D^2)``: no noise term),
+    exactly, at a random state of softmax-1; a negative ``bias_lr`` is refused by name. (That the
+    engine passes the config's ``bias_lr`` to the ODE is checked against SGD at ``bias_lr = 4``,
+    in :func:`test_ode_tracks_online_sgd_through_specialisation`.)"""
+    prior = priors.onehot(2, 4.0)
+    bank = slm_risk.make_bank(prior, 4, 2, n=500, dtype=jnp.float64)
+    k = jax.random.split(jax.random.key(3), 2)
+    M = 0.3 * jax.random.normal(k[0], (2, 2), jnp.float64)
+    Q = M @ M.T + 0.5 * jnp.eye(2)
+    y = ode.OrderParams(M, Q, jnp.array([0.2, -0.1]))
+    base = ode.ODEArgs(jnp.float64(0.7), jnp.float64(1.0), jnp.float64(1.0), jnp.ones(2, bool), jnp.ones(4, bool))
+    one, three = (ode.rhs(y, a, bank, Arch("softmax1")) for a in (base, base._replace(bias_lr=jnp.float64(3.0))))
+    np.testing.assert_array_equal(three.M, one.M)
+    np.testing.assert_array_equal(three.Q, one.Q)
+    np.testing.assert_allclose(three.b, 3.0 * one.b, rtol=1e-14)
+    assert np.abs(np.asarray(one.b)).min() > 1e-3  # the biases do move at this state
+    with pytest.raises(ValueError, match="bias_lr"):
+        slm.SLMODEConfig(bias_lr=-1.0).validate()
 
 
 @pytest.mark.slow  # about 30 s on 2 cores (two compiles)

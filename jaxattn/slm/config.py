@@ -149,11 +149,6 @@ class SLMODEConfig(SLMConfig):
         checks.positive("atol", self.atol)
         checks.integer("max_steps", self.max_steps, 1)
         checks.choice("precision", self.precision, ("float64", "float32"))
-        if self.bias_lr != 1.0:
-            raise ValueError(
-                f"bias_lr = {self.bias_lr!r}: the order-parameter theory moves the biases at eta / D "
-                "(bias_lr = 1) only; compare runs with bias_lr = 1"
-            )
         return self
 
 

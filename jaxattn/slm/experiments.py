@@ -295,6 +295,7 @@ class ODEStatic(NamedTuple):
         atol: absolute tolerance of the solver.
         max_steps: solver steps per interval before a solve counts as failed.
         chunk: draws per pass of the right-hand side (``None``: the whole bank).
+        bias_lr: the biases' step relative to ``eta / D``.
         dt: Euler-Maruyama step of the SDE (:class:`OrderParameterSDE`; unused by the ODEs).
         sde_steps: static bound on the SDE's steps per interval.
         brownian_seed: seed of the SDE's Brownian paths.
@@ -312,6 +313,7 @@ class ODEStatic(NamedTuple):
     atol: float
     max_steps: int
     chunk: int | None
+    bias_lr: float = 1.0
     # the SDE's (OrderParameterSDE): Euler-Maruyama step, static bound on its steps per interval,
     # seed of the Brownian paths
     dt: float = 0.0
@@ -374,6 +376,7 @@ class OrderParameterODE(Experiment):
             float(config.atol),
             int(config.max_steps),
             slm_ode.default_chunk(),
+            float(config.bias_lr),
         )
         return static, {"bank": bank, "directions": directions}
 
@@ -391,6 +394,7 @@ class OrderParameterODE(Experiment):
             q["noise"],
             prefix_mask(q["H"], static.H_max),
             prefix_mask(q["L"], static.L_max),
+            jnp.full_like(q["eta"], static.bias_lr),
         )
 
     def _record(self, static, shared, y, ok, q) -> dict:

@@ -5,7 +5,7 @@ As ``D -> inf`` at ``t = samples / D``, online SGD on ``(M, Q, b)`` follows (``L
 
     dM/dt = -eta (dL/dM + 2 (dL/dQ) M)
     dQ/dt = -eta ((dL/dM) M^T + M (dL/dM)^T + 2 ((dL/dQ) Q + Q (dL/dQ))) + eta^2 E[g g^T]
-    db/dt = -eta dL/db
+    db/dt = -eta bias_lr dL/db
 
 with ``dL/dQ`` symmetric. The last term of ``dQ/dt`` is the SGD noise; without it this is
 gradient flow. Expectations are averages over a fixed :class:`~jaxattn.slm.risk.Bank`
@@ -62,6 +62,8 @@ class ODEArgs(NamedTuple):
         noise: ``1``: online SGD (the ``eta^2`` noise term), ``0``: gradient flow; a scalar.
         head_mask: real heads, shape ``(H,)``.
         pos_mask: real positions, shape ``(L,)``.
+        bias_lr: the biases' step relative to ``eta / D`` (SGD's ``bias_lr``), a scalar; ``None``
+            is 1.
     """
 
     eta: Float[Array, ""]
@@ -69,6 +71,15 @@ class ODEArgs(NamedTuple):
     noise: Float[Array, ""]  # 1: online SGD, 0: gradient flow
     head_mask: Bool[Array, " H"]
     pos_mask: Bool[Array, " L"]
+    bias_lr: Float[Array, ""] | None = None  # None: 1 (an empty leaf, so vmapped grids need no axis)
+
+    def bias_rate(self) -> Float[Array, ""]:
+        """``eta * bias_lr``: the rate of the biases' gradient flow, ``db/dt = -eta bias_lr dL/db``.
+
+        Returns:
+            A scalar (the shape of ``eta``).
+        """
+        return self.eta if self.bias_lr is None else self.eta * self.bias_lr
 
 
 def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None = None) -> OrderParams:
@@ -115,7 +126,7 @@ def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None
     eta = args.eta
     dM = -eta * (gM + 2.0 * gQ @ M)
     dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ)) + args.noise * eta**2 * noise
-    return OrderParams(dM, 0.5 * (dQ + dQ.T), -eta * gb)
+    return OrderParams(dM, 0.5 * (dQ + dQ.T), -args.bias_rate() * gb)
 
 
 def chunked(bank: Bank, chunk: int) -> Bank:

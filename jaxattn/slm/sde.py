@@ -149,7 +149,7 @@ def increment_covariance(
     def xi(c, cs):
         g, g_b = jax.grad(lambda c, b: 0.5 * draw_loss(c, b, arch.activation, arch.aggregation, hm, pm), (0, 1))(c, y.b)
         dQ = -eta * (g @ c.T + c @ g.T) + args.noise * eta**2 * (g @ g.T)
-        return flatten(OrderParams(-eta * g @ cs, dQ, -eta * g_b))
+        return flatten(OrderParams(-eta * g @ cs, dQ, -args.bias_rate() * g_b))
 
     x = jax.vmap(xi)(chi, chi_star)  # (n, d)
     centred = x - bank.weight @ x
