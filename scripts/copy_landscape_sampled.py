@@ -10,10 +10,10 @@ defaults; ``jaxattn copy landscape --N 20 --json`` runs the same). With ``--line
 attention, L = 4, V = 8, along |a_G| at N = 20 and N = 1, the sampled minimum against the reduced
 action's (``jaxattn copy landscape --attention linear --L 4 --V 8 --N 20 --json``).
 
-Run:  python scripts/copy_landscape_sampled.py                    (about 7 minutes on 2 cores)
+Run:  python scripts/copy_landscape_sampled.py                    (about 6 minutes on 2 cores)
       python scripts/copy_landscape_sampled.py --corrected-only   (the Gaussian-corrected theory
                                                                     of the last run only)
-      python scripts/copy_landscape_sampled.py --linear           (about 2 minutes)
+      python scripts/copy_landscape_sampled.py --linear           (about 1.5 minutes)
 Writes docs/figures/copy_landscape_sampled_N{20,1}.png and docs/figures/copy_landscape_sampled.json
 (docs/figures/copy_landscape_linear_N{20,1}.png and .json with --linear), and prints a markdown
 table.

@@ -171,7 +171,7 @@ def test_example_sweep_files_are_valid():
 
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples", "*.toml")))
     models = {sweep.load_file(f).model for f in files}
-    assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld", "copy_theory"}
+    assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld", "copy_theory", "copy_landscape"}
 
 
 def test_cli_reports_all_problems(tmp_path):

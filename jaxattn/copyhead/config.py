@@ -4,6 +4,7 @@ line and sweep files read them through :mod:`jaxattn.engine.config`.
 
 - :class:`CopyConfig`: full-batch Adam (the MAP runs);
 - :class:`SGLDConfig`: the sampler alone; :class:`CopySGLDConfig`: the network and the sampler;
+- :class:`CopyLandscapeConfig`: umbrella sampling of the marginal posterior of ``G``;
 - :class:`CopyTheoryConfig`: the choices of the reduced effective action.
 """
 
@@ -212,6 +213,62 @@ class CopySGLDConfig(SGLDConfig, CopyData):
         import dataclasses
 
         return SGLDConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SGLDConfig)})
+
+
+@dataclass(frozen=True)
+class CopyLandscapeConfig(cm.CopyArch):
+    """The umbrella sampling of the marginal posterior of ``G`` (``jaxattn.copyhead.landscape``;
+    axes ``P``, ``data_seed``, ``window``, ``chain``): the network, the windows and the sampler.
+
+    Attributes:
+        N: inverse temperature of ``exp(-S(G))``, ``S`` the exact action at ``N`` (finite).
+        n_windows: windows per ``P`` (the placement's targets, padded to this many; one shape,
+            hence one compile, for every ``P``).
+        c_lo, c_hi: the span of the targets on the windows' coordinate (``c_G`` for softmax,
+            ``|a_G|`` for linear; default ``landscape.default_range``).
+        max_spacing: the targets' largest spacing.
+        spring: the windows' spring constant (default: from the reduced action).
+        burn_in: SGLD steps before the first draw.
+        n_draws: draws per chain.
+        thin: SGLD steps between draws.
+        step: SGLD step size times ``N`` plus the bias's curvature.
+        chain_seed: seed of the chains (window ``k``'s chain ``c``: ``fold_in(fold_in(key, k), c)``).
+    """
+
+    N: float = field(default=20.0, metadata=_h("Inverse temperature of exp(-N U)."))
+    n_windows: int = field(default=64, metadata=_h("Umbrella windows per P."))
+    c_lo: float | None = field(default=None, metadata=_h("Lowest window target (default: by attention)."))
+    c_hi: float | None = field(default=None, metadata=_h("Highest window target (default: by attention)."))
+    max_spacing: float = field(default=0.2, metadata=_h("Largest spacing of the window targets."))
+    spring: float | None = field(default=None, metadata=_h("Spring constant (default: from the action)."))
+    burn_in: int = field(default=1000, metadata=_h("SGLD steps before the first draw."))
+    n_draws: int = field(default=200, metadata=_h("Draws per chain."))
+    thin: int = field(default=10, metadata=_h("SGLD steps between draws."))
+    step: float = field(default=0.05, metadata=_h("SGLD step times N plus the bias curvature."))
+    chain_seed: int = field(default=0, metadata=_h("Seed of the chains."))
+
+    def validate(self) -> CopyLandscapeConfig:
+        super().validate()
+        checks.positive("N", self.N)
+        if not math.isfinite(self.N):
+            raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
+        checks.integer("n_windows", self.n_windows, 2)
+        if (self.c_lo is None) != (self.c_hi is None):
+            raise ValueError(f"c_lo and c_hi go together, got c_lo={self.c_lo!r}, c_hi={self.c_hi!r}")
+        checks.positive("max_spacing", self.max_spacing)
+        if self.spring is not None:
+            checks.positive("spring", self.spring)
+        checks.integer("burn_in", self.burn_in, 0)
+        checks.integer("n_draws", self.n_draws, 8)  # split R-hat needs four draws a half-chain
+        checks.integer("thin", self.thin, 1)
+        checks.positive("step", self.step)
+        checks.integer("chain_seed", self.chain_seed, 0)
+        return self
+
+    @property
+    def c_range(self) -> tuple[float, float] | None:
+        """``(c_lo, c_hi)``, or ``None`` for the default."""
+        return None if self.c_lo is None or self.c_hi is None else (float(self.c_lo), float(self.c_hi))
 
 
 @dataclass(frozen=True)

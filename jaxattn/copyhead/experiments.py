@@ -25,7 +25,7 @@ import numpy as np
 import optax
 import xarray as xr
 from jax.typing import DTypeLike
-from jaxtyping import PRNGKeyArray
+from jaxtyping import Array, PRNGKeyArray
 
 from jaxattn import engine
 from jaxattn.copyhead import action as ca
@@ -109,14 +109,33 @@ def test_stats(config: CopyData) -> cm.CopyStats:
     return cm.stats(X)
 
 
-def _stream_data(arch: cm.CopyArch, keys, n_max: int):
-    """One-hot tokens ``(S, n_max, L, V)`` of each stream's data set (drawn once per stream)."""
+def stream_data(arch: cm.CopyArch, keys: PRNGKeyArray, n_max: int) -> Array:
+    """One-hot tokens of each stream's data set, drawn once per stream: sequence ``i`` of a
+    stream is :func:`jaxattn.copyhead.task.tokens`'s ``i``-th, so ``P`` sequences are the first
+    ``P`` of ``n_max``.
+
+    Args:
+        arch: the network (``L``, ``V``).
+        keys: one data key per stream, shape ``(S,)``.
+        n_max: sequences per stream.
+
+    Returns:
+        One-hot tokens, shape ``(S, n_max, L, V)``.
+    """
     return task.one_hot(jax.vmap(lambda k: task.tokens(k, n_max, arch.L, arch.V))(keys), arch.V)
 
 
-def _member_stats(X, P, n_max: int):
-    """Statistics of the first ``P`` sequences of each member's stream: ``X`` ``(S, n, L, V)``,
-    ``P`` ``(S, M)``."""
+def member_stats(X: Array, P: Array, n_max: int) -> cm.CopyStats:
+    """Statistics of the first ``P`` sequences of each member's stream.
+
+    Args:
+        X: each stream's one-hot tokens, shape ``(S, n_max, L, V)`` (:func:`stream_data`).
+        P: each member's number of sequences, shape ``(S, M)``.
+        n_max: sequences per stream.
+
+    Returns:
+        :class:`~jaxattn.copyhead.network.CopyStats` with leading axes ``(S, M)``.
+    """
     return jax.vmap(lambda x, ps: jax.vmap(lambda p: cm.stats(x, prefix_mask(p, n_max)))(ps))(X, P)
 
 
@@ -162,8 +181,16 @@ def observe_one(arch: cm.CopyArch, st: fbr.FullBatchState, data: cm.CopyStats, t
     return out
 
 
-def _segments(n: int, k: int = N_SEGMENTS) -> tuple[int, ...]:
-    """``n`` steps cut into at most ``k`` nearly equal segments (lengths)."""
+def segments(n: int, k: int = N_SEGMENTS) -> tuple[int, ...]:
+    """``n`` steps cut into at most ``k`` nearly equal segments, for the engine's progress.
+
+    Args:
+        n: steps (``>= 1``).
+        k: the most segments.
+
+    Returns:
+        The segments' lengths, summing to ``n``.
+    """
     bounds = np.unique(np.linspace(0, n, min(k, n) + 1).astype(int))
     return tuple(int(x) for x in np.diff(bounds))
 
@@ -234,7 +261,7 @@ class CopyAdam(Experiment):
             float(c.lr),
             float(c.grad_tol),
             float(c.threshold),
-            _segments(c.n_steps),
+            segments(c.n_steps),
         )
         return static, {"test": test_stats(c)}
 
@@ -248,10 +275,10 @@ class CopyAdam(Experiment):
 
     def init(self, s: AdamStatic, shared, p, n_groups):
         fb = optimizer(s.arch, s.n_steps, s.final)
-        X = _stream_data(s.arch, stream_values(p["data_key"]), s.n_max)
+        X = stream_data(s.arch, stream_values(p["data_key"]), s.n_max)
 
         def group(q):
-            st = _member_stats(X, q["P"], s.n_max)
+            st = member_stats(X, q["P"], s.n_max)
             lr = jnp.asarray(s.lr, jnp.float32)  # what fb.init makes of it
             one = lambda k, c: fb.init(cm.init(k, s.arch, s.sigma0, s.c_copy, c), lr)  # noqa: E731
             return jax.vmap(jax.vmap(one))(q["init_key"], q["is_copy"]), st
@@ -392,8 +419,8 @@ class CopySGLD(Experiment):
 
     def setup(self, c: CopySGLDConfig, values):
         s = c.sampler
-        burn = _segments(s.burn_in, 5) if s.burn_in else ()
-        draws = _segments(s.n_kept)
+        burn = segments(s.burn_in, 5) if s.burn_in else ()
+        draws = segments(s.n_kept)
         first = np.concatenate([[0], np.cumsum(draws)[:-1]]).astype(int)
         static = SGLDStatic(
             c.arch,
@@ -422,12 +449,12 @@ class CopySGLD(Experiment):
 
     def init(self, s: SGLDStatic, shared, p, n_groups):
         kernel = self._kernel(s)
-        X = _stream_data(s.arch, stream_values(p["data_key"]), s.n_max)
+        X = stream_data(s.arch, stream_values(p["data_key"]), s.n_max)
         uniform, copy = start_params(s.arch, "uniform", s.c_copy), start_params(s.arch, "copy", s.c_copy)
         n_kept = s.sampler.n_kept
 
         def group(q):
-            st = _member_stats(X, q["P"], s.n_max)
+            st = member_stats(X, q["P"], s.n_max)
             p0 = jax.vmap(jax.vmap(lambda c: jax.tree_util.tree_map(lambda u, v: jnp.where(c, v, u), uniform, copy)))(
                 q["is_copy"]
             )

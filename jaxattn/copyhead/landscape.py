@@ -5,8 +5,11 @@ Sampled: the posterior of ``G`` with ``W`` integrated out exactly, ``p(G) ~ exp(
 ``S`` the exact finite-data action (B.3a, :func:`jaxattn.copyhead.action.exact_action`),
 projected on ``a = (1/n_pos) sum_l A_{l,l-1}`` and sampled across the barrier by umbrella
 windows on the ansatz's log-odds ``c = copy_strength(a)``, placed from the reduced action
-(:func:`place_windows`), with SGLD and MBAR (:mod:`jaxattn.core.umbrella`):
-:func:`sampled_profile`. The basins' probabilities give ``P*`` from sampling (:func:`landscape`).
+(:func:`place_windows`), with SGLD on the engine (the ``copy_landscape`` experiment,
+:class:`CopyLandscape`: one chain per ``(P, data_seed, window, chain)``, so a sweep runs it too)
+and MBAR (:mod:`jaxattn.core.umbrella`): :func:`sampled_profile`, :func:`profile_of`. The
+basins' probabilities give ``P*`` from sampling (:func:`landscape`, or
+:func:`landscape_of_dataset` on a sweep's draws).
 
 Theory: the reduced action on the softmax ansatz, ``S(c_G)`` (B.3b), on the same axis
 (:func:`theory_profile`); and its Laplace correction by the Gaussian fluctuations of the other
@@ -16,6 +19,7 @@ the reduced action leaves out and the sampled profile integrates over.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -23,14 +27,18 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+import xarray as xr
 from jaxtyping import Array, Float
 
+from jaxattn import engine
 from jaxattn.copyhead import action as ca
 from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
-from jaxattn.copyhead.experiments import data_key
+from jaxattn.copyhead.config import CopyLandscapeConfig
+from jaxattn.copyhead.experiments import data_key, member_stats, segments, stream_data
 from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core import umbrella as us
+from jaxattn.core.kernels import sgld as sg
+from jaxattn.engine import Experiment, Grid, Layout, int_axis, over_groups, stream_values
 
 C_RANGE = (-0.5, 3.0)
 """The default span of the windows' targets on the copy strength ``c`` (:func:`sampled_profile`):
@@ -406,39 +414,54 @@ def sampled_profile(
     if not np.isfinite(N):
         raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
     P = int(ca.check_P([P])[0])
-    for name, v, lo in (
-        ("n_chains", n_chains, 2),
-        ("burn_in", burn_in, 0),
-        ("n_draws", n_draws, 8),
-        ("thin", thin, 1),
-        ("n_bins", n_bins, 1),
-    ):
-        checks.integer(name, v, lo)  # R-hat needs two chains, and split chains four draws each
-    c_range = default_range(arch) if c_range is None else c_range
-    w, targets = place_windows(arch, P, N, c_range, max_spacing, spring, n_windows)
-    potential, order = posterior_target(arch)
-    X = task.one_hot(task.tokens(data_key(data_seed), P, arch.L, arch.V), arch.V)
-    st = cm.stats(X)
-    G0 = _ansatz_logits(arch, P, N, targets)
-    # the bias's curvature in G along the ansatz: kappa |grad_G c|^2, largest over the targets
-    g2 = jax.vmap(lambda G: jnp.sum(jax.grad(order)(G) ** 2))(G0)
-    eps = step / (N + float(w.spring[0]) * float(jnp.max(g2)))
-    draws = us.sample_windows(
-        potential,
-        order,
-        N,
-        w,
-        G0,
-        (st, jnp.float32(N)),
-        jax.random.key(seed),
-        eps,
-        n_chains=n_chains,
+    for name, v, lo in (("n_chains", n_chains, 2), ("n_bins", n_bins, 1)):
+        checks.integer(name, v, lo)  # R-hat needs two chains
+    lo_hi = default_range(arch) if c_range is None else c_range
+    if n_windows is None:
+        n_windows = place_windows(arch, P, N, lo_hi, max_spacing, spring)[1].size
+    config = CopyLandscapeConfig(
+        **{f.name: getattr(arch, f.name) for f in dataclasses.fields(cm.CopyArch)},
+        N=N,
+        n_windows=int(n_windows),
+        c_lo=float(lo_hi[0]),
+        c_hi=float(lo_hi[1]),
+        max_spacing=max_spacing,
+        spring=spring,
         burn_in=burn_in,
         n_draws=n_draws,
         thin=thin,
-    )
-    c = np.asarray(draws.a, float)
-    a_lo, a_hi = profile_coordinate(arch, np.asarray(c_range, float))
+        step=step,
+        chain_seed=seed,
+    ).validate()
+    grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], window=range(config.n_windows), chain=range(n_chains)))
+    ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed})
+    return profile_of(ds.isel(P=0), config, P, n_bins)
+
+
+def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int = 40) -> SampledProfile:
+    """The sampled profile of one ``(P, data set)`` from the windows' draws of the
+    ``copy_landscape`` experiment (:class:`CopyLandscape`: a sweep's, or :func:`sampled_profile`'s):
+    MBAR on the independent draws (:func:`jaxattn.core.umbrella.profile`), histogrammed on ``a``
+    between the ``a`` of the targets' span, with each window's split R-hat and ESS.
+
+    Args:
+        ds: the experiment's dataset at one ``P`` and data set: ``c`` ``(window, chain, draw)``,
+            ``diverged``, ``center``, ``spring`` and ``target`` ``(window, chain)``.
+        config: the experiment's config.
+        P: the number of sequences (for the theory's line).
+        n_bins: bins of ``a``.
+
+    Returns:
+        :class:`SampledProfile`.
+    """
+    arch = config.arch
+    ds = ds.transpose("window", "chain", "draw")
+    c = np.asarray(ds["c"].values, float)
+    w = us.Windows(np.asarray(ds["center"].values[:, 0], float), np.asarray(ds["spring"].values[:, 0], float))
+    targets = np.asarray(ds["target"].values[:, 0], float)
+    draws = us.WindowDraws(jnp.asarray(c), jnp.asarray(ds["diverged"].values))
+    lo_hi = config.c_range or default_range(arch)
+    a_lo, a_hi = profile_coordinate(arch, np.asarray(lo_hi, float))
     edges = np.linspace(float(a_lo), float(a_hi), n_bins + 1)
     prof = us.profile(draws, w, edges, transform=lambda x: profile_coordinate(arch, x))
     ok = np.asarray(np.isfinite(c).all(axis=2))  # (window, chain): chains that did not diverge
@@ -448,7 +471,7 @@ def sampled_profile(
         prof.a,
         prof.F,
         prof.dF,
-        theory_profile(arch, P, N, prof.a),
+        theory_profile(arch, P, config.N, prof.a),
         w,
         targets,
         np.nanmean(c, axis=(1, 2)),
@@ -457,6 +480,174 @@ def sampled_profile(
         prof.flagged,
         draws,
     )
+
+
+# --- the engine's experiment ---------------------------------------------------------------------
+
+
+class LandscapeStatic(NamedTuple):
+    """The static (hashable) part of a :class:`CopyLandscape` run.
+
+    Attributes:
+        config: the experiment's config.
+        n_max: sequences per data stream: the grid's largest ``P`` rounded up to a multiple of
+            128, so that a scan over nearby ``P`` keeps one shape.
+        advance: per segment, steps before its draws (burn-in segments).
+        first: per segment, index of its first draw.
+        n_draws: per segment, draws it takes (``thin`` steps each).
+    """
+
+    config: CopyLandscapeConfig
+    n_max: int
+    advance: tuple[int, ...]
+    first: tuple[int, ...]
+    n_draws: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _placed(config: CopyLandscapeConfig, P: int) -> tuple[us.Windows, np.ndarray, np.ndarray, float]:
+    """``(windows, targets, G0, eps)`` of one ``P``: the windows (:func:`place_windows`, padded to
+    ``config.n_windows``), the ansatz's ``G`` at each target, and the SGLD step, ``step`` over
+    ``N`` plus the bias's largest curvature along the ansatz, ``kappa |grad_G c|^2``."""
+    arch, N = config.arch, config.N
+    w, targets = place_windows(
+        arch, P, N, config.c_range or default_range(arch), config.max_spacing, config.spring, config.n_windows
+    )
+    G0 = _ansatz_logits(arch, P, N, targets)
+    order = posterior_target(arch)[1]
+    g2 = jax.vmap(lambda G: jnp.sum(jax.grad(order)(G) ** 2))(G0)
+    return w, targets, np.asarray(G0), config.step / (N + float(w.spring[0]) * float(jnp.max(g2)))
+
+
+class CopyLandscape(Experiment):
+    """One SGLD chain per point on the marginal posterior of ``G`` (``W`` integrated out
+    exactly: the exact action B.3a, :func:`posterior_target`) biased by umbrella window
+    ``window`` of its ``P`` (:func:`place_windows`): the windows' coordinate at every kept draw,
+    the window, and whether the chain diverged. :func:`profile_of` turns a ``P``'s windows into
+    ``F(a)`` by MBAR; :func:`sampled_profile` and :func:`landscape` run it, and so does a sweep.
+
+    Attributes:
+        name: ``"copy_landscape"``.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.copyhead.config.CopyLandscapeConfig`.
+        axes: ``P``, ``data_seed``, ``window`` and ``chain``.
+        block: default streams per block.
+        group: default members per group.
+    """
+
+    name = "copy_landscape"
+    doc = "copy task, umbrella windows on the posterior of G (jaxattn.copyhead.landscape)"
+    config_type = CopyLandscapeConfig
+    axes = (
+        int_axis("P", 340, 1, shared=True, help="Training sequences."),
+        int_axis("data_seed", 0, 0, help="The data set."),
+        int_axis("window", 0, 0, shared=True, help="The umbrella window (0 to n_windows - 1)."),
+        int_axis("chain", 0, 0, shared=True, help="The chain of a window (its noise)."),
+    )
+    block = 1  # one data set is the usual case
+    group = 32  # members (windows x chains) vectorised together
+
+    def setup(self, c: CopyLandscapeConfig, values):
+        if max(values["window"]) >= c.n_windows:
+            raise ValueError(f"window must be below n_windows={c.n_windows}, got {max(values['window'])}")
+        burn = segments(c.burn_in, 5) if c.burn_in else ()
+        draws = segments(c.n_draws)
+        first = np.concatenate([[0], np.cumsum(draws)[:-1]]).astype(int)
+        static = LandscapeStatic(
+            c,
+            -(-max(values["P"]) // 128) * 128,
+            burn + (0,) * len(draws),
+            (0,) * len(burn) + tuple(int(f) for f in first),
+            (0,) * len(burn) + draws,
+        )
+        return static, {}
+
+    def params(self, s: LandscapeStatic, points):
+        placed = [_placed(s.config, int(P)) for P in points["P"]]
+        k = [int(x) for x in points["window"]]
+        base = jax.random.key(s.config.chain_seed)
+        return {
+            "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
+            "chain_key": jnp.stack(
+                [jax.random.fold_in(jax.random.fold_in(base, w), c) for w, c in zip(k, points["chain"])]
+            ),
+            "P": jnp.asarray(points["P"], jnp.int32),
+            "center": jnp.asarray([p[0].centers[w] for p, w in zip(placed, k)], jnp.float32),
+            "spring": jnp.asarray([p[0].spring[w] for p, w in zip(placed, k)], jnp.float32),
+            "target": jnp.asarray([p[1][w] for p, w in zip(placed, k)], jnp.float32),
+            "G0": jnp.asarray(np.stack([p[2][w] for p, w in zip(placed, k)]), jnp.float32),
+            "eps": jnp.asarray([p[3] for p in placed], jnp.float32),
+        }
+
+    def _kernel(self, s: LandscapeStatic):
+        potential, order = posterior_target(s.config.arch)
+        return sg.sgld(us.biased_potential(potential, order, s.config.N), s.config.N), order
+
+    def init(self, s: LandscapeStatic, shared, p, n_groups):
+        kernel, _ = self._kernel(s)
+        X = stream_data(s.config.arch, stream_values(p["data_key"]), s.n_max)
+
+        def group(q):
+            st = member_stats(X, q["P"], s.n_max)
+            chains = jax.vmap(jax.vmap(kernel.init))(q["G0"])
+            return chains, st, jnp.zeros(q["P"].shape + (s.config.n_draws,), jnp.float32)
+
+        return over_groups(group, n_groups, p)
+
+    def step(self, s: LandscapeStatic, shared, p, state, k, n_groups):
+        kernel, order = self._kernel(s)
+        adv, first, nd = (jnp.asarray(t)[k] for t in (s.advance, s.first, s.n_draws))
+        N = jnp.float32(s.config.N)
+
+        def chain(key, st, stats, center, spring, eps, draws):
+            data = ((stats, N), center, spring)
+            st = sg.advance(kernel, key, st, data, eps, adv)
+
+            def draw(j, carry):
+                st, draws = carry
+                st = sg.advance(kernel, key, st, data, eps, s.config.thin)
+                return st, draws.at[first + j].set(jnp.where(st.diverged, jnp.nan, order(st.position)))
+
+            return jax.lax.fori_loop(0, nd, draw, (st, draws))
+
+        def group(chains, stats, draws, q):
+            chains, draws = jax.vmap(jax.vmap(chain))(
+                q["chain_key"], chains, stats, q["center"], q["spring"], q["eps"], draws
+            )
+            return chains, stats, draws
+
+        return over_groups(group, n_groups, *state, p)
+
+    def finish(self, s, shared, p, state, n_groups):
+        chains, _, draws = state
+        return {
+            "c": draws,
+            "diverged": chains.diverged,
+            "center": p["center"],
+            "spring": p["spring"],
+            "target": p["target"],
+            "eps": p["eps"],
+        }
+
+    def layout(self, s: LandscapeStatic) -> Layout:
+        return Layout(
+            {"c": ("draw",), "diverged": (), "center": (), "spring": (), "target": (), "eps": ()},
+            {"draw": np.arange(s.config.n_draws)},
+            {"c": "the windows' coordinate: c_G (softmax) or |a_G| (linear)", "center": "the window's centre"},
+        )
+
+    def bytes_per_point(self, s: LandscapeStatic) -> int:
+        a = s.config.arch
+        return 4 * (s.n_max * a.L * a.V * 2 // 32 + 4 * a.L * a.L + (a.L * a.V) ** 2 + 2 * s.config.n_draws)
+
+    def progress_units(self, s: LandscapeStatic):
+        return np.asarray(s.advance) + np.asarray(s.n_draws) * s.config.thin, "step"
+
+    def attrs(self, c: CopyLandscapeConfig, s) -> dict:
+        return {"attention": c.attention, "L": c.L, "V": c.V, "N": float(c.N)}
+
+
+COPY_LANDSCAPE = CopyLandscape()
 
 
 def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
@@ -525,6 +716,7 @@ def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float
     return float(P0), float(np.sqrt(grad @ cov @ grad))
 
 
+@functools.cache
 def theory_barrier(arch: cm.CopyArch, N: float) -> tuple[float, float]:
     """The theory's ``P*`` at ``N`` and the previous-token weight of the action's barrier there
     (the maximum of ``S(c)`` between its two minima): the dividing point of the basins.
@@ -667,15 +859,41 @@ def linear_landscape(
     profile_at, bar = _scan(arch, N, Ps, progress, kw)
     profiles = [profile_at(p) for p in Ps]
     bar.close()
+    return _linear_summary(arch, N, Ps, profiles)
+
+
+def _linear_summary(arch: cm.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile]) -> dict:
+    """:func:`linear_landscape`'s dict from its profiles."""
+    from jaxattn.copyhead import linear as cl
+
     with precision.float64():
         theory = cl.linear_scan_jit(jnp.asarray(Ps, jnp.float64), ca.hyper(arch, N))
     return dict(
         N=N,
         P=Ps,
-        p_onset_theory=float(onset),
+        p_onset_theory=float(cl.linear_onsets(arch, N).P_onset),
         a_min_sampled=[sampled_minimum(p) for p in profiles],
         a_min_theory=np.abs(np.asarray(theory.aG)).tolist(),
         bin_width=float(profiles[0].a[1] - profiles[0].a[0]),
+        profiles=profiles,
+    )
+
+
+def _softmax_summary(
+    arch: cm.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile], lr: np.ndarray, dlr: np.ndarray
+) -> dict:
+    """:func:`landscape`'s dict from its profiles and their basins' log-odds."""
+    p_star, a_bar = theory_barrier(arch, N)
+    P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
+    return dict(
+        N=N,
+        P=Ps,
+        p_star_theory=p_star,
+        a_barrier=a_bar,
+        p_star_sampled=P0,
+        p_star_sampled_err=dP0,
+        log_ratio=lr.tolist(),
+        log_ratio_err=dlr.tolist(),
         profiles=profiles,
     )
 
@@ -758,18 +976,47 @@ def landscape(
     bar.close()
     ks = sorted(res)
     lr, dlr = np.array([res[k][1] for k in ks]), np.array([res[k][2] for k in ks])
-    P0, dP0 = crossing(np.asarray(ks, float), lr, dlr)
-    return dict(
-        N=N,
-        P=ks,
-        p_star_theory=p_star,
-        a_barrier=a_bar,
-        p_star_sampled=P0,
-        p_star_sampled_err=dP0,
-        log_ratio=lr.tolist(),
-        log_ratio_err=dlr.tolist(),
-        profiles=[res[k][0] for k in ks],
-    )
+    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr)
+
+
+def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
+    """:func:`landscape`'s summary from a ``copy_landscape`` sweep (or any run of
+    :class:`CopyLandscape`) of one data set: the profile of every ``P`` (:func:`profile_of`);
+    for softmax the basins' log-odds across the theory's barrier and the sampled ``P*``, against
+    the theory's; for linear attention the sampled minimum against the theory's.
+
+    Args:
+        ds: the dataset, dimensions ``P``, ``window``, ``chain``, ``draw`` (and ``data_seed`` of
+            length one, if a dimension); every window of each ``P`` (``0`` to ``n_windows - 1``).
+        n_bins: bins of the profiles.
+
+    Returns:
+        The dict of :func:`landscape` (softmax) or :func:`linear_landscape` (linear), without
+            the secant refinement: only the ``P`` of the dataset.
+
+    Raises:
+        ValueError: if the dataset is not the experiment's, holds several data sets, or lacks a
+            window.
+    """
+    from jaxattn.engine import config as cfgs
+
+    if ds.attrs.get("experiment") != COPY_LANDSCAPE.name:
+        raise ValueError(f"not a copy_landscape dataset (experiment={ds.attrs.get('experiment')!r})")
+    config = cfgs.from_json(CopyLandscapeConfig, ds.attrs["config"])
+    if "data_seed" in ds.dims:
+        if ds.sizes["data_seed"] != 1:
+            raise ValueError(f"one data set at a time: select a data_seed of {ds['data_seed'].values.tolist()}")
+        ds = ds.isel(data_seed=0)
+    if ds.sizes["window"] != config.n_windows:
+        raise ValueError(f"window: the dataset has {ds.sizes['window']} of the n_windows={config.n_windows} windows")
+    arch, N = config.arch, config.N
+    Ps = [int(p) for p in ds["P"].values]
+    profiles = [profile_of(ds.sel(P=P), config, P, n_bins) for P in Ps]
+    if arch.attention != "softmax":
+        return _linear_summary(arch, N, Ps, profiles)
+    a_bar = theory_barrier(arch, N)[1]
+    lr, dlr = (np.array(v) for v in zip(*(basin_log_ratio(p, a_bar, arch.L) for p in profiles)))
+    return _softmax_summary(arch, N, Ps, profiles, lr, dlr)
 
 
 # --- the Gaussian fluctuations around the ansatz ---------------------------------------------------

@@ -15,6 +15,7 @@ BUILTIN = {
     "copy_adam": "jaxattn.copyhead.experiments:COPY_ADAM",
     "copy_sgld": "jaxattn.copyhead.experiments:COPY_SGLD",
     "copy_theory": "jaxattn.copyhead.experiments:COPY_THEORY",
+    "copy_landscape": "jaxattn.copyhead.landscape:COPY_LANDSCAPE",
 }
 ENTRY_POINT_GROUP = "jaxattn.models"
 
