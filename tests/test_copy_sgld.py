@@ -95,6 +95,7 @@ def test_sgld_agrees_with_nuts_on_small_case():
         assert abs(float(s["mean"]) - ref[f"{k}_mean"]) < 4 * se + 0.01 * abs(ref[f"{k}_mean"]), (k, float(s["mean"]), ref[f"{k}_mean"], se)
 
 
+@pytest.mark.slow  # about 21 s: the default run stays under 10 minutes
 def test_both_starts_and_divergence_is_flagged():
     ok = cp.sample(SMALL, cp.SGLDConfig(n_chains=4, n_steps=200, burn_in=100, thin=10), P=[8, 32])
     assert dict(ok.sizes) == {"P": 2, "start": 2, "chain": 4, "draw": 20}

@@ -70,6 +70,7 @@ def test_unknown_model_and_keys():
     assert any(p.startswith("extra:") for p in exc.value.problems)
 
 
+@pytest.mark.slow  # about 27 s: the default run stays under 10 minutes
 def test_one_compile_per_sweep_resume_and_extend(tmp_path):
     s = sweep.parse(TINY)
     out = str(tmp_path / "store")
