@@ -472,17 +472,7 @@ class CopySGLD(Experiment):
         thin = s.sampler.thin
 
         def chain(key, st, data, eps, draws):
-            data = (data, shared["test"])
-            st = sg.advance(kernel, key, st, data, eps, adv)
-
-            def draw(j, carry):
-                st, draws = carry
-                st = sg.advance(kernel, key, st, data, eps, thin)
-                o = jax.tree_util.tree_map(lambda x: jnp.where(st.diverged, jnp.nan, x), obs(st.position, data))
-                draws = {n: draws[n].at[first + j].set(o[n]) for n in draws}
-                return st, draws
-
-            return jax.lax.fori_loop(0, nd, draw, (st, draws))
+            return sg.run_segment(kernel, obs, key, st, (data, shared["test"]), eps, adv, nd, thin, first, draws)
 
         def group(chains, data, draws, q):
             chains, draws = jax.vmap(jax.vmap(chain))(q["chain_key"], chains, data, q["eps"], draws)

@@ -601,14 +601,9 @@ class CopyLandscape(Experiment):
 
         def chain(key, st, stats, center, spring, eps, draws):
             data = ((stats, N), center, spring)
-            st = sg.advance(kernel, key, st, data, eps, adv)
-
-            def draw(j, carry):
-                st, draws = carry
-                st = sg.advance(kernel, key, st, data, eps, s.config.thin)
-                return st, draws.at[first + j].set(jnp.where(st.diverged, jnp.nan, order(st.position)))
-
-            return jax.lax.fori_loop(0, nd, draw, (st, draws))
+            return sg.run_segment(
+                kernel, lambda G, _: order(G), key, st, data, eps, adv, nd, s.config.thin, first, draws
+            )
 
         def group(chains, stats, draws, q):
             chains, draws = jax.vmap(jax.vmap(chain))(

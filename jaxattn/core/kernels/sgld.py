@@ -111,6 +111,51 @@ def advance(kernel: SGLD, key: PRNGKeyArray, state: SGLDState, data: Any, step_s
     return jax.lax.fori_loop(0, n, lambda _, s: kernel.step(jax.random.fold_in(key, s.step), s, data, step_size), state)
 
 
+def run_segment(
+    kernel: SGLD,
+    observe_fn: Callable,
+    key: PRNGKeyArray,
+    state: SGLDState,
+    data: Any,
+    step_size: Any,
+    n_advance: ArrayLike,
+    n_draws: ArrayLike,
+    thin: int,
+    first: ArrayLike,
+    draws: Any,
+) -> tuple[SGLDState, Any]:
+    """One segment of a chain run in segments (as the engine steps it): ``n_advance`` steps,
+    then ``n_draws`` draws of ``observe_fn(position, data)`` every ``thin`` steps, written at
+    ``first + j`` of the buffers ``draws`` (``NaN`` once diverged). Cut anywhere, the segments
+    give the chain of :func:`run_chain` (the steps' keys follow the step counter).
+
+    Args:
+        kernel: The kernel, from :func:`sgld`.
+        observe_fn: ``observe_fn(position, data)``, a pytree like ``draws`` without its draw axis.
+        key: The chain's PRNG key.
+        state: The chain's state.
+        data: The data passed to every step and to ``observe_fn``.
+        step_size: Per-block step sizes (a pytree like the position) or one scalar.
+        n_advance: Steps before the segment's first draw (may be traced).
+        n_draws: Draws the segment takes (may be traced).
+        thin: Steps between draws.
+        first: Index of the segment's first draw in the buffers (may be traced).
+        draws: The buffers, leaves with a leading draw axis.
+
+    Returns:
+        ``(state, draws)``: the state after the segment and the buffers with its draws written.
+    """
+    state = advance(kernel, key, state, data, step_size, n_advance)
+
+    def draw(j, carry):
+        st, buf = carry
+        st = advance(kernel, key, st, data, step_size, thin)
+        obs = jax.tree_util.tree_map(lambda x: jnp.where(st.diverged, jnp.nan, x), observe_fn(st.position, data))
+        return st, jax.tree_util.tree_map(lambda b, x: b.at[first + j].set(x), buf, obs)
+
+    return jax.lax.fori_loop(0, n_draws, draw, (state, draws))
+
+
 def run_chain(
     kernel: SGLD,
     observe_fn: Callable,
