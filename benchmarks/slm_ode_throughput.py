@@ -69,18 +69,28 @@ def np_score_grad(chi, b, activation):
     return sigma * (r[:, None, :] - np.einsum("nl,nhl->nh", r, sigma)[:, :, None])
 
 
-def np_rhs(M, Q, b, eta, z, theta, weight, activation):
-    """``(dM/dt, dQ/dt, db/dt)`` of ``slm_ode.rhs`` (all heads and positions real, noise on)."""
-    Hn = Q.shape[0]
-    jitter = 1e-10 * (1.0 + np.max(np.abs(np.diag(Q))))
-    C = np.linalg.cholesky(0.5 * (Q + Q.T) + jitter * np.eye(Hn))
+def np_sums(C, M, b, z, theta, weight, activation):
+    """The bank-weighted sums of one block of draws: ``dL/dM``, ``dL/dC``, ``dL/db`` and the
+    ``E[g g^T]`` of the noise term."""
     chi = np.einsum("hk,nlk->nhl", C, z)  # (n, H, L)
     chi[:, :, 0] += theta @ M.T
     g = np_score_grad(chi, b, activation)
     gw = g * weight[:, None, None]
     gM = np.einsum("nh,nf->hf", gw[:, :, 0], theta)  # dL/dM = E[g[:, 0] theta^T]
     gC = np.einsum("nhl,nlk->hk", gw, z)  # dL/dC = E[sum_l g[:, l] z_l^T]
-    gb = gw.sum(axis=(0, 2))
+    return gM, gC, gw.sum(axis=(0, 2)), np.einsum("nhl,nkl->hk", gw, g)
+
+
+def np_rhs(M, Q, b, eta, z, theta, weight, activation, chunk=None):
+    """``(dM/dt, dQ/dt, db/dt)`` of ``slm_ode.rhs`` (all heads and positions real, noise on);
+    ``chunk``: draws per block (a large bank read in blocks stays in cache)."""
+    Hn = Q.shape[0]
+    jitter = 1e-10 * (1.0 + np.max(np.abs(np.diag(Q))))
+    C = np.linalg.cholesky(0.5 * (Q + Q.T) + jitter * np.eye(Hn))
+    step = chunk or len(z)
+    parts = [np_sums(C, M, b, z[i:i + step], theta[i:i + step], weight[i:i + step], activation)
+             for i in range(0, len(z), step)]
+    gM, gC, gb, noise = (sum(x) for x in zip(*parts))
     # Cholesky backward: dL/dQ = C^{-T} Phi(C^T dL/dC) C^{-1}, symmetrised
     P = np.tril(C.T @ gC)
     P[np.diag_indices(Hn)] *= 0.5
@@ -88,8 +98,7 @@ def np_rhs(M, Q, b, eta, z, theta, weight, activation):
     S = Ci.T @ P @ Ci
     gQ = 0.5 * (S + S.T)
     dM = -eta * (gM + 2.0 * gQ @ M)
-    dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ))
-    dQ = dQ + eta**2 * np.einsum("nhl,nkl->hk", gw, g)
+    dQ = -eta * (gM @ M.T + M @ gM.T + 2.0 * (gQ @ Q + Q @ gQ)) + eta**2 * noise
     return dM, 0.5 * (dQ + dQ.T), -eta * gb
 
 
@@ -101,11 +110,11 @@ def unpack(y):
     return y[: H * F].reshape(H, F), y[H * F: H * F + H * H].reshape(H, H), y[H * F + H * H:]
 
 
-def scipy_point(M0, Q0, b0, eta, bank_np, ts, activation):
+def scipy_point(M0, Q0, b0, eta, bank_np, ts, activation, chunk=None):
     z, theta, weight = bank_np
 
     def f(t, y):
-        return pack(*np_rhs(*unpack(y), eta, z, theta, weight, activation))
+        return pack(*np_rhs(*unpack(y), eta, z, theta, weight, activation, chunk))
 
     sol = solve_ivp(f, (0.0, ts[-1]), pack(M0, Q0, b0), method="RK45", rtol=RTOL, atol=ATOL, t_eval=ts)
     return sol
