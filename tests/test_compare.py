@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from jaxattn.slm.compare import escape_time, match_heads, permute_heads
+from jaxattn.slm.compare import escape_time, match_heads, max_deviation, permute_heads
 
 
 def test_match_heads_recovers_a_permutation_and_permute_heads_applies_it_everywhere():
@@ -56,8 +56,8 @@ def test_compare_matches_heads_through_specialisation():
     config = slm.SLMODEConfig(D=500, t_max=40.0, n_records=12, prior=onehot(2, 9.0), n_bank=2000)
     c = sc.compare(config, seeds=4, H=2, L=4, eta=1.0)
     d = c.deviations
-    for k in ("max_dev_M", "max_dev_Q", "max_dev_error", "escape_time_sim_mean", "escape_time_sim_std",
-              "escape_time_theory_mean", "escape_time_theory_std"):
+    for k in ("max_dev_M", "max_dev_Q", "max_dev_error", "max_dev_M_se", "max_dev_Q_se", "max_dev_error_se",
+              "escape_time_sim_mean", "escape_time_sim_std", "escape_time_theory_mean", "escape_time_theory_std"):
         assert k in d and d[k] is not None, k
     # measured: matched 0.180 against 0.245 in SGD's own head order, error 0.018; what is left of
     # max_dev_M is the spread of the escape times over seeds at D = 500 (SGD 22.5 +- 12.5, the
@@ -67,6 +67,18 @@ def test_compare_matches_heads_through_specialisation():
     raw = np.nanmax(np.abs(np.nanmean(c.simulation["M"].values, 0) - c.theory["M"].values.mean(0)))
     assert raw == pytest.approx(d["max_dev_M"])
     assert 0 < d["escape_time_sim_mean"] < 40 and 0 < d["escape_time_theory_mean"] < 40
+
+
+def test_max_deviation_is_the_largest_gap_of_the_seed_means_with_its_standard_error():
+    theory = np.zeros((4, 3, 2))  # (seed, time, head)
+    sim = np.zeros_like(theory)
+    sim[:, 2, 1] = [1.0, 2.0, 3.0, 4.0]  # mean gap 2.5, per-seed sd sqrt(5/3)
+    sim[:, 1, 0] = [-1.0, -1.0, -1.0, 1.0]  # mean gap 0.5: not the largest
+    sim[3, 0, 1] = np.nan  # a missing entry is left out of its mean
+    gap, se = max_deviation(sim, theory)
+    assert gap == 2.5
+    assert se == pytest.approx(np.sqrt(5.0 / 3.0) / 2.0, rel=1e-12)
+    assert max_deviation(sim[:1], theory[:1])[1] is None  # one seed: no standard error
 
 
 def test_end_state_classes():

@@ -144,21 +144,23 @@ def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta, bi
     the error. A mini-batch of ``B = 4`` at ``eta = 4`` follows the ODE at ``eta / B = 1``
     (``docs/theory/single_location.md``, section 5).
 
+    The ODE's bank is scrambled Sobol (4096 points): with the 2000-draw Monte Carlo bank the
+    bank's own error set the gaps (measured at ``t = 200``: softmax's ``diag Q`` 0.16 off, and
+    softmax-1's escape from the saddle late, 0.24 on ``M``), with the Sobol bank they fall to the
+    seeds' sampling error (0.05 and 0.02; section 4 of the theory docs).
+
     Tolerance, at every recorded time: 4 standard errors of the seed mean of the per-seed
     deviation (through the escape the seeds' escape times differ, so this is wide there and narrow
-    before and after), plus a bias allowance of ``0.03 + 0.03 |ODE|``: the absolute part for the
-    ``O(1/sqrt(D))`` terms at ``D = 500``, the relative part for the 2000-draw bank, whose
-    Monte Carlo error (about 2% of the drift) moves the specialised fixed point by as much (measured
-    without it: softmax 0.088 on ``M`` near 3 at ``t = 200``).
-
-    Softmax is checked to ``t = 50``: later, at ``D = 500``, the seed means of ``diag Q`` part more
-    and more (measured 0.23 at ``t = 100`` against a tolerance of 0.23, 0.57 at ``t = 200`` against
-    0.27), which is not yet explained (issue 14)."""
+    before and after), plus ``0.01 + 0.01 |ODE|``: the absolute part for the ``O(1/sqrt(D))``
+    terms at ``D = 500`` and for the 2000-sample test set shared by the seeds (the error), the
+    relative part for the bank's error, which moves softmax's slowly growing ``diag Q`` (4.6 at
+    ``t = 200``) by up to 0.04 (measured over banks of 4096 to 16384 points)."""
     from jaxattn.slm import compare as sc
 
     seeds = 8
-    config = slm.SLMODEConfig(D=500, t_max=50.0 if activation == "softmax" else 200.0, n_records=20, prior=priors.onehot(2, 9.0), n_bank=2000,
-                              activation=activation, batch_size=batch, n_test=2000, bias_lr=bias_lr)
+    config = slm.SLMODEConfig(D=500, t_max=200.0, n_records=20, prior=priors.onehot(2, 9.0), n_bank=4096,
+                              bank_method="sobol", activation=activation, batch_size=batch, n_test=2000,
+                              bias_lr=bias_lr)
     c = sc.compare(config, seeds=seeds, H=2, L=4, eta=eta)
     p, th = c.simulation, c.theory
     assert not bool(th["diverged"].any()) and not bool(p["diverged"].any())
@@ -169,12 +171,13 @@ def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta, bi
     for k in sim:
         d = sim[k] - ode_[k]  # (seed, time, ...)
         mean_dev = np.abs(d.mean(axis=0))
-        tol = 4 * d.std(axis=0, ddof=1) / np.sqrt(seeds) + 0.03 + 0.03 * np.abs(ode_[k].mean(axis=0))
+        tol = 4 * d.std(axis=0, ddof=1) / np.sqrt(seeds) + 0.01 + 0.01 * np.abs(ode_[k].mean(axis=0))
         bad = mean_dev > tol
         assert not bad.any(), (k, np.argwhere(bad)[:3], mean_dev[bad][:3], tol[bad][:3])
     assert np.abs(ode_["M"][:, -1] - ode_["M"][:, 0]).max() > 1.0  # the heads did specialise
     if "b" in sim:
-        assert np.abs(ode_["b"][:, -1]).max() > 0.05  # and the biases moved
+        # and the biases moved, well past the absolute allowance of 0.01 (Bayes-softmax's least: 0.049)
+        assert np.abs(ode_["b"][:, -1]).max() > 0.03
 
 
 def test_the_bias_step_scales_the_bias_flow_alone(x64):

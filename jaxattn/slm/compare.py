@@ -199,7 +199,9 @@ def compare(
 ) -> Comparison:
     """Run both, match each seed's heads to its ODE's, and measure the largest deviation of the
     seed means of ``M``, ``diag Q`` and the error (``max_dev_M``, ``max_dev_Q``,
-    ``max_dev_error``; ``max_dev_M_unmatched`` in SGD's own head order), and the escape times'
+    ``max_dev_error``; ``max_dev_M_unmatched`` in SGD's own head order) with the standard error
+    of the seed mean of the per-seed deviation where it is largest (``max_dev_M_se``,
+    ``max_dev_Q_se``, ``max_dev_error_se``: how far 8 or 32 seeds can resolve it), the escape times'
     mean and spread over seeds (``escape_time_sim_mean``, ``..._std``,
     ``escape_time_theory_mean``, ``..._std``; ``None`` where no seed escaped), and the fraction of
     seeds ending in each configuration class (``end_states_sim``, ``end_states_theory``;
@@ -243,14 +245,16 @@ def compare(
     sim_q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
     th_q = np.diagonal(th["Q"].values, axis1=-2, axis2=-1)
 
-    def dev(a, b):
-        return float(np.nanmax(np.abs(np.nanmean(a, axis=0) - np.mean(b, axis=0))))
-
+    pairs = {"M": (p["M"].values, th["M"].values), "Q": (sim_q, th_q), "error": (p["error"].values, th["risk"].values)}
+    dev = {k: max_deviation(a, b) for k, (a, b) in pairs.items()}
     deviations = {
-        "max_dev_M": dev(p["M"].values, th["M"].values),
-        "max_dev_M_unmatched": dev(raw_M, th["M"].values),  # the heads in SGD's own order
-        "max_dev_Q": dev(sim_q, th_q),
-        "max_dev_error": dev(p["error"].values, th["risk"].values),
+        "max_dev_M": dev["M"][0],
+        "max_dev_M_unmatched": max_deviation(raw_M, th["M"].values)[0],  # the heads in SGD's own order
+        "max_dev_Q": dev["Q"][0],
+        "max_dev_error": dev["error"][0],
+        "max_dev_M_se": dev["M"][1],
+        "max_dev_Q_se": dev["Q"][1],
+        "max_dev_error_se": dev["error"][1],
         **_escape_stats(p["M"].values, th["M"].values, p["time"].values),
         "end_states_sim": end_state_fractions(p["M"].values),
         "end_states_theory": end_state_fractions(th["M"].values),
@@ -262,6 +266,26 @@ def compare(
         "t_max": float(p["time"].values[-1]),
     }
     return Comparison(p, th, deviations)
+
+
+def max_deviation(sim: np.ndarray, theory: np.ndarray) -> tuple[float, float | None]:
+    """The largest gap between the seed means, ``max |mean_s sim - mean_s theory|`` over every
+    other axis (NaN entries of ``sim``, padded heads, left out), and the standard error of the seed
+    mean of the per-seed deviation ``sim - theory`` at that entry: the sampling error the gap is
+    to be read against (each seed's theory starts from that seed's start, so the two are paired).
+
+    Args:
+        sim: simulation values, shape ``(seed, ...)``.
+        theory: the theory's values, the same shape.
+
+    Returns:
+        ``(gap, standard error)``; the standard error is ``None`` with fewer than two finite seeds.
+    """
+    gap = np.abs(np.nanmean(sim, axis=0) - np.mean(theory, axis=0))
+    i = np.unravel_index(np.nanargmax(gap), gap.shape)
+    d = (sim - theory)[(slice(None), *i)]
+    d = d[np.isfinite(d)]
+    return float(gap[i]), (float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else None)
 
 
 def _escape_stats(M_sim, M_ode, time) -> dict:

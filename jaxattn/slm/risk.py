@@ -17,6 +17,7 @@ the positions the location is fixed at ``eps = 0`` (position 0 is always a real 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 import jax
@@ -300,6 +301,52 @@ def risk(
         The risk, a scalar: the bank-weighted mean of :func:`risk_terms`.
     """
     return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
+
+
+def bank_error(
+    bank: Bank,
+    reference: Bank,
+    activation: str,
+    states: Sequence[tuple[Float[Array, "H F"], Float[Array, "H H"], Float[Array, " H"]]] | None = None,
+    *,
+    n_states: int = 6,
+    seed: int = 0,
+) -> float:
+    """How far a bank's drift is from a reference bank's: the largest entry of
+    ``|grad R(bank) - grad R(reference)|`` over ``(M, Q, b)`` and the states (the ODE's
+    right-hand side is built from this gradient; theory docs, section 4). A way to size ``n_bank``.
+
+    Args:
+        bank: the bank to measure (:func:`make_bank`).
+        reference: a larger bank standing for the exact expectation.
+        activation: the attention activation's name.
+        states: ``(M, Q, b)`` triples at which to compare (``None``: ``n_states`` random ones,
+            ``M ~ N(0, 0.8^2)``, ``Q = M M^T + A A^T + 0.1 I`` with ``A ~ N(0, 0.5^2)``,
+            ``b ~ N(0, 1)``, from NumPy's generator at ``seed``).
+        n_states: number of random states (``states=None``).
+        seed: seed of the random states.
+
+    Returns:
+        The largest absolute difference, a float.
+    """
+    H, F = bank.z.shape[2], bank.theta.shape[1]
+    if states is None:
+        rng = np.random.default_rng(seed)
+        states = []
+        for _ in range(n_states):
+            M = jnp.asarray(0.8 * rng.normal(size=(H, F)), bank.z.dtype)
+            A = jnp.asarray(0.5 * rng.normal(size=(H, H)), bank.z.dtype)
+            states.append(
+                (M, M @ M.T + A @ A.T + 0.1 * jnp.eye(H, dtype=M.dtype), jnp.asarray(rng.normal(size=H), M.dtype))
+            )
+
+    def flat(bk, s):
+        return np.concatenate([np.ravel(x) for x in _risk_grad(*s, bk, activation)])
+
+    return max(float(np.abs(flat(bank, s) - flat(reference, s)).max()) for s in states)
+
+
+_risk_grad = jax.jit(jax.grad(risk, argnums=(0, 1, 2)), static_argnums=(4,))
 
 
 class RiskMinimum(NamedTuple):
