@@ -105,10 +105,9 @@ def test_sobol_bank_drift_beats_monte_carlo_at_a_quarter_of_the_points(x64):
     L, H = 4, 2
     ref = R.make_bank(prior, L, H, n=400_000, key=jax.random.key(99))
 
-    def error(bank):  # 6 random states
-        return R.bank_error(bank, ref, "bayes_softmax")
-
-    sobol = np.mean([error(R.make_bank(prior, L, H, n=1024, method="sobol", key=jax.random.key(s))) for s in range(4)])
-    mc = np.mean([error(R.make_bank(prior, L, H, n=4096, method="mc", key=jax.random.key(s))) for s in range(4)])
+    banks = [R.make_bank(prior, L, H, n=n, method=m, key=jax.random.key(s))
+             for m, n in (("sobol", 1024), ("mc", 4096)) for s in range(4)]
+    errors = R.bank_errors(banks, ref, "bayes_softmax")  # 6 random states
+    sobol, mc = np.mean(errors[:4]), np.mean(errors[4:])
     assert sobol < mc, (sobol, mc)
     assert R.make_bank(prior, L, H, n=1000, method="sobol").z.shape[0] == 1024 * 2  # 2^10 points x 2 nodes

@@ -303,21 +303,22 @@ def risk(
     return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
 
 
-def bank_error(
-    bank: Bank,
+def bank_errors(
+    banks: Sequence[Bank],
     reference: Bank,
     activation: str,
     states: Sequence[tuple[Float[Array, "H F"], Float[Array, "H H"], Float[Array, " H"]]] | None = None,
     *,
     n_states: int = 6,
     seed: int = 0,
-) -> float:
-    """How far a bank's drift is from a reference bank's: the largest entry of
+) -> list[float]:
+    """How far each bank's drift is from a reference bank's: the largest entry of
     ``|grad R(bank) - grad R(reference)|`` over ``(M, Q, b)`` and the states (the ODE's
     right-hand side is built from this gradient; theory docs, section 4). A way to size ``n_bank``.
+    The reference's gradients are computed once for all the banks.
 
     Args:
-        bank: the bank to measure (:func:`make_bank`).
+        banks: the banks to measure (:func:`make_bank`), of one ``(L, H)``.
         reference: a larger bank standing for the exact expectation.
         activation: the attention activation's name.
         states: ``(M, Q, b)`` triples at which to compare (``None``: ``n_states`` random ones,
@@ -327,15 +328,15 @@ def bank_error(
         seed: seed of the random states.
 
     Returns:
-        The largest absolute difference, a float.
+        The largest absolute difference of each bank, in the order of ``banks``.
     """
-    H, F = bank.z.shape[2], bank.theta.shape[1]
     if states is None:
+        H, F = reference.z.shape[2], reference.theta.shape[1]
         rng = np.random.default_rng(seed)
         states = []
         for _ in range(n_states):
-            M = jnp.asarray(0.8 * rng.normal(size=(H, F)), bank.z.dtype)
-            A = jnp.asarray(0.5 * rng.normal(size=(H, H)), bank.z.dtype)
+            M = jnp.asarray(0.8 * rng.normal(size=(H, F)), reference.z.dtype)
+            A = jnp.asarray(0.5 * rng.normal(size=(H, H)), reference.z.dtype)
             states.append(
                 (M, M @ M.T + A @ A.T + 0.1 * jnp.eye(H, dtype=M.dtype), jnp.asarray(rng.normal(size=H), M.dtype))
             )
@@ -343,7 +344,8 @@ def bank_error(
     def flat(bk, s):
         return np.concatenate([np.ravel(x) for x in _risk_grad(*s, bk, activation)])
 
-    return max(float(np.abs(flat(bank, s) - flat(reference, s)).max()) for s in states)
+    exact = [flat(reference, s) for s in states]
+    return [max(float(np.abs(flat(bk, s) - g).max()) for s, g in zip(states, exact)) for bk in banks]
 
 
 _risk_grad = jax.jit(jax.grad(risk, argnums=(0, 1, 2)), static_argnums=(4,))
