@@ -6,7 +6,7 @@ action ``S(c_G)`` (Spec B, B.3b, softmax ansatz, unit hyper-parameters, N = 1) i
 values of ``c_G`` and its local minima are refined; per ``(L, V)`` the spinodals and ``P*`` are
 refined by 40 bisection steps each. Two implementations of the same algorithm, float64 both:
 
-  jaxattn       ``jaxattn.theory.copy_phase.softmax_phase_diagram``: one jitted call, vmapped
+  jaxattn       ``jaxattn.copyhead.softmax.softmax_phase_diagram``: one jitted call, vmapped
                 over ``(L, V)`` and ``P``; Newton refinement (10 steps, autodiff derivatives);
                 timed warm (compile reported apart), on one XLA device and with the ``L`` axis
                 sharded over one host device per core;
@@ -38,10 +38,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.optimize  # noqa: E402
 
-from jaxattn.core.devices import shard_streams  # noqa: E402
+from jaxattn.copyhead import (
+    action,  # noqa: E402
+    softmax,  # noqa: E402
+)
 from jaxattn.copyhead.network import CopyArch  # noqa: E402
-from jaxattn.copyhead import action as ca  # noqa: E402
-from jaxattn.copyhead import softmax as cph  # noqa: E402
+from jaxattn.core.devices import shard_streams  # noqa: E402
 
 N_C = 1024
 N_BISECT = 40
@@ -102,7 +104,7 @@ def numpy_diagram(Ls, Vs, x):
     P_star = np.full((len(Ls), len(Vs)), np.nan)
     for i, L in enumerate(Ls):
         for j, V in enumerate(Vs):
-            pcf = float(cph.p_star_closed_form(np.float64(L), np.float64(V)))
+            pcf = float(softmax.p_star_closed_form(np.float64(L), np.float64(V)))
             P_star[i, j] = np_transition(float(L), float(V), x * pcf)[0]
     return P_star
 
@@ -111,18 +113,18 @@ def numpy_diagram(Ls, Vs, x):
 
 def jax_diagram(Ls, Vs, x, sharded: bool):
     with jax.enable_x64(True):
-        base = ca.hyper(CopyArch(16, 4))
+        base = action.hyper(CopyArch(16, 4))
         L_arr = jnp.asarray(Ls, jnp.float64)
         if sharded:
             L_arr = shard_streams(L_arr)
         args = (L_arr, jnp.asarray(Vs, jnp.float64), jnp.asarray(x), base)
         t = time.perf_counter()
-        jax.block_until_ready(cph.softmax_phase_diagram(*args, n_c=N_C, n_bisect=N_BISECT))
+        jax.block_until_ready(softmax.softmax_phase_diagram(*args, n_c=N_C, n_bisect=N_BISECT))
         compile_s = time.perf_counter() - t
         best = np.inf
         for _ in range(3):
             t = time.perf_counter()
-            pd = jax.block_until_ready(cph.softmax_phase_diagram(*args, n_c=N_C, n_bisect=N_BISECT))
+            pd = jax.block_until_ready(softmax.softmax_phase_diagram(*args, n_c=N_C, n_bisect=N_BISECT))
             best = min(best, time.perf_counter() - t)
         return np.asarray(pd.P_star), np.asarray(pd.first_order) > 0.5, best, compile_s
 

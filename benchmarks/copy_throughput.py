@@ -52,7 +52,7 @@ def jax_adam(Ps, n_seeds, n_steps):
 
 
 def _torch_data(P, seed):
-    X = task.one_hot(task.tokens(cp.data_key(seed), P, L, V), V)
+    X = task.one_hot(task.tokens(cp.data.data_key(seed), P, L, V), V)
     return np.asarray(X)
 
 

@@ -1,15 +1,15 @@
 """One grid through the in-memory API and through a sweep, and the compile cost with a cold and a
 warm persistent compilation cache.
 
-The grid of issue 12: 4 ``H`` x 4 ``eta`` x 4 seeds, Bayes-softmax, ``D = 500``, ``t_max = 100``,
+The grid: 4 ``H`` x 4 ``eta`` x 4 seeds, Bayes-softmax, ``D = 500``, ``t_max = 100``,
 one-hot ``F = 2``, ``nu = 9`` (64 runs, common random numbers: 4 data streams of 16 members).
 
 In this process (one XLA host device per core, as the command line has it):
 
-- **API**: ``jaxattn.train`` twice; the second call is the run time; the compile time is what
+- **API**: ``jaxattn.slm.train`` twice; the second call is the run time; the compile time is what
   JAX reports of tracing, lowering and compiling (``jax.monitoring`` events, summed over the
   devices, which compile concurrently);
-- **sweep**: ``jaxattn.sweep.run`` of the same grid from a sweep file into a fresh store (its
+- **sweep**: ``jaxattn.engine.run_sweep`` of the same grid from a sweep file into a fresh store (its
   programs were compiled by the API calls: same shapes), and the same once more into a second
   store: the run time of a sweep;
 - **block shapes**: the API run at other ``(block, group)`` settings, for the table of what the
@@ -44,7 +44,7 @@ jaxattn.use_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import slm, sweep  # noqa: E402
+from jaxattn import engine, slm  # noqa: E402
 
 SWEEP = """
 model = "slm_sgd"
@@ -67,15 +67,15 @@ CHILD = textwrap.dedent("""
     import jax
     import jaxattn
     jaxattn.use_cpu_cores()
-    from jaxattn import engine, sweep
+    from jaxattn import engine
     EVENTS = %r
     spent = dict.fromkeys(EVENTS, 0.0)
     jax.monitoring.register_event_duration_secs_listener(
         lambda e, d, **kw: spent.__setitem__(e, spent[e] + d) if e in EVENTS else None)
     engine.cache.enable()
-    s = sweep.parse(open(sys.argv[1]).read())
+    s = engine.parse(open(sys.argv[1]).read())
     t0 = time.perf_counter()
-    sweep.run(s, sys.argv[2])
+    engine.run_sweep(s, sys.argv[2])
     print(json.dumps([time.perf_counter() - t0, [spent[e] for e in EVENTS]]))
 """ % (COMPILE_EVENTS,))
 
@@ -93,7 +93,7 @@ def main():
     args = ap.parse_args()
     D, t_max = (100, 10.0) if args.quick else (500, 100.0)
     text = SWEEP.format(D=D, t_max=t_max)
-    s = sweep.parse(text)
+    s = engine.parse(text)
     config = s.config
     grid = dict(seed=[0, 1, 2, 3], H=[1, 2, 3, 4], eta=[0.25, 0.5, 1.0, 2.0])
     root = tempfile.mkdtemp()
@@ -104,9 +104,9 @@ def main():
         _, _ = timed(lambda: slm.train(config, **grid))
         api_compile = spent[0]
         api, ds = timed(lambda: slm.train(config, **grid))
-        sw1, _ = timed(lambda: sweep.run(s, os.path.join(root, "s1")))
-        sw2, _ = timed(lambda: sweep.run(s, os.path.join(root, "s2")))
-        loaded = sweep.load(os.path.join(root, "s2"))
+        sw1, _ = timed(lambda: engine.run_sweep(s, os.path.join(root, "s1")))
+        sw2, _ = timed(lambda: engine.run_sweep(s, os.path.join(root, "s2")))
+        loaded = engine.load_store(os.path.join(root, "s2"))
         same = all(np.array_equal(loaded[k].values, ds[k].isel(L=0, signal=0).values, equal_nan=True)
                    for k in ("M", "Q", "b", "error"))
         shapes = []
@@ -134,8 +134,8 @@ def main():
           f"(block, group) = ({slm.SLM_SGD.block}, {slm.SLM_SGD.group})")
     print("| path | run (s) | compile (s) | run / API run |")
     print("|---|---|---|---|")
-    print(f"| API, `jaxattn.train` | {api:.2f} | {api_compile:.2f} | 1.00 |")
-    print(f"| sweep, `jaxattn.sweep.run` (programs compiled) | {sw2:.2f} | - | {sw2 / api:.2f} |")
+    print(f"| API, `jaxattn.slm.train` | {api:.2f} | {api_compile:.2f} | 1.00 |")
+    print(f"| sweep, `jaxattn.engine.run_sweep` (programs compiled) | {sw2:.2f} | - | {sw2 / api:.2f} |")
     print(f"| sweep, first call in this process | {sw1:.2f} | - | {sw1 / api:.2f} |")
     for i, (wall, comp) in enumerate(proc):
         label = "cold cache (empty folder)" if i == 0 else "warm cache (filled by the first)"
@@ -160,16 +160,16 @@ OLD = textwrap.dedent("""
     import sys, time, tempfile
     import jaxattn
     jaxattn.use_cpu_cores()
-    from jaxattn import slm, sweep
-    from jaxattn.priors import onehot
+    from jaxattn import engine, slm
+    from jaxattn.slm.priors import onehot
     D, t_max = int(sys.argv[1]), float(sys.argv[2])
     cfg = slm.SLMConfig(D=D, t_max=t_max, prior=onehot(2, 9.0), activation="bayes_softmax")
     grid = dict(seed=[0, 1, 2, 3], H=[1, 2, 3, 4], eta=[0.25, 0.5, 1.0, 2.0])
     slm.train(cfg, **grid)
     t0 = time.perf_counter(); slm.train(cfg, **grid); api = time.perf_counter() - t0
-    s = sweep.parse(open(sys.argv[3]).read())
-    t0 = time.perf_counter(); sweep.run(s, tempfile.mkdtemp() + "/a"); sw1 = time.perf_counter() - t0
-    t0 = time.perf_counter(); sweep.run(s, tempfile.mkdtemp() + "/b"); sw2 = time.perf_counter() - t0
+    s = engine.parse(open(sys.argv[3]).read())
+    t0 = time.perf_counter(); engine.run_sweep(s, tempfile.mkdtemp() + "/a"); sw1 = time.perf_counter() - t0
+    t0 = time.perf_counter(); engine.run_sweep(s, tempfile.mkdtemp() + "/b"); sw2 = time.perf_counter() - t0
     print(api, sw1, sw2)
 """)
 

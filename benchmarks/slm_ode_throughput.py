@@ -1,6 +1,6 @@
 """Order-parameter ODEs of the single-location model: diffrax grid against scipy one point at a time.
 
-Side by side, in one process, the same ODEs (``jaxattn.theory.slm_ode``: drift plus SGD noise) on
+Side by side, in one process, the same ODEs (``jaxattn.slm.ode``: drift plus SGD noise) on
 the same bank of Monte Carlo draws (so the right-hand sides are the same function, to rounding):
 
   jaxattn   ``slm_ode.integrate_grid``: the 32-point grid vmapped through one compiled diffrax
@@ -35,10 +35,10 @@ import numpy as np
 import scipy
 from scipy.integrate import solve_ivp
 
-from jaxattn import priors
 from jaxattn.core.devices import shard_streams
-from jaxattn.slm.network import Arch
 from jaxattn.slm import ode as slm_ode
+from jaxattn.slm import priors
+from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import make_bank
 
 F, NU, H, L, D = 2, 4.0, 2, 4, 1000
@@ -246,7 +246,7 @@ def main():
     for name, pts, t in rows:
         print(f"| {name} | {pts} | {t:.2f} | {n / t:.2f} | {t / best:.1f}x |")
     print(f"# speed-up of jaxattn over scipy: {t_sp_all / t_jax:.1f}x (1 device)"
-          + (f", {t_sp_all / t_jax_sh:.1f}x (sharded)" if n_dev > 1 else "") + "; target (issue 3): >= 20x")
+          + (f", {t_sp_all / t_jax_sh:.1f}x (sharded)" if n_dev > 1 else "") + "; target: >= 20x")
 
 if __name__ == "__main__":
     main()

@@ -2,7 +2,7 @@
 
 Side by side, in one process:
   jaxattn   a grid of independent runs (one seed each, so one data stream each) run by the engine,
-            ``jaxattn.train`` (``share_data=False``), at the default block shape and at a
+            ``jaxattn.slm.train`` (``share_data=False``), at the default block shape and at a
             block of 16 streams; the rate is the extra work of a run twice as long over its extra
             time, so the fixed costs of a run (its start, the test error) drop out;
   draw-only the bare cost of drawing the same Gaussian tokens with the same generator, in the
@@ -38,8 +38,10 @@ import numpy as np
 
 from jaxattn import slm  # noqa: E402
 from jaxattn.core.devices import shard_streams  # noqa: E402
-from jaxattn.slm import priors  # noqa: E402
-from jaxattn.slm import sgd as osgd  # noqa: E402
+from jaxattn.slm import (
+    priors,  # noqa: E402
+    sgd,  # noqa: E402
+)
 from jaxattn.slm.network import Arch  # noqa: E402
 
 ACT = "bayes_softmax"
@@ -73,7 +75,7 @@ def draw_timer(cfg, prior, n_runs, steps, devices):
     @jax.jit
     def run(acc, n):
         def body(i, acc):
-            d = jax.vmap(lambda k: osgd.draw_batch(cfg, prior, k, i))(keys)
+            d = jax.vmap(lambda k: sgd.draw_batch(cfg, prior, k, i))(keys)
             # consume every token (a cheap reduction) so that nothing is optimised away
             return acc + jnp.sum(d.noise, axis=(1, 2, 3)) + d.u.sum(1) + d.theta.sum((1, 2))
         return jax.lax.fori_loop(0, n, body, acc)
@@ -123,7 +125,7 @@ def time_torch(D, L, H, F, nu, steps, n_runs=2):
 
 
 def bench(D, L, H, n_runs, steps, torch_steps, F=2, nu=9.0, repeats=5):
-    cfg = osgd.SGDConfig(D=D, H_max=H, L_max=L, arch=Arch(ACT))
+    cfg = sgd.SGDConfig(D=D, H_max=H, L_max=L, arch=Arch(ACT))
     prior = priors.astype(priors.onehot(F, nu), jnp.float32)
     devs = jax.local_devices()
     t_default = jaxattn_timer(D, L, H, F, nu, n_runs, steps, devs)

@@ -1,4 +1,4 @@
-"""Sweep throughput against grid size: single-location online SGD through ``jaxattn.sweep``.
+"""Sweep throughput against grid size: single-location online SGD through ``jaxattn.engine``.
 
 For each grid size ``n`` (grid points = seeds of one configuration), one sweep of ``n`` points
 in a single chunk runs twice into fresh stores; the second run is timed (the compile is cached by
@@ -26,7 +26,7 @@ jaxattn.use_cpu_cores()  # as the command line does: one host device per core on
 
 import jax  # noqa: E402
 
-from jaxattn import sweep  # noqa: E402
+from jaxattn import engine  # noqa: E402
 
 TEMPLATE = """
 model = "slm_sgd"
@@ -51,12 +51,12 @@ def one(n: int, args, root: str) -> dict:
     block = max(1, min(-(-n // len(devs)), args.block))
     unit = block * len(devs)
     chunk = -(-n // unit) * unit  # the whole grid in one chunk
-    s = sweep.parse(TEMPLATE.format(D=args.D, t_max=args.t_max, L=args.L, H=args.H, n=n, block=block, chunk=chunk))
+    s = engine.parse(TEMPLATE.format(D=args.D, t_max=args.t_max, L=args.L, H=args.H, n=n, block=block, chunk=chunk))
     t0 = time.perf_counter()
-    sweep.run(s, os.path.join(root, f"a{n}"))
+    engine.run_sweep(s, os.path.join(root, f"a{n}"))
     first = time.perf_counter() - t0
     t0 = time.perf_counter()
-    rep = sweep.run(s, os.path.join(root, f"b{n}"))
+    rep = engine.run_sweep(s, os.path.join(root, f"b{n}"))
     warm = time.perf_counter() - t0
     steps = int(round(args.t_max * args.D))
     return dict(points=n, block=block, devices=rep.n_devices, padded=chunk, first_s=first, warm_s=warm,

@@ -3,127 +3,74 @@
 The package is one folder per model over a shared core (``docs/architecture.md``):
 
 - :mod:`jaxattn.core`: attention activations and masks, input checks, devices, divergence
-  flags, generic ``(init, step)`` kernels (full-batch optax, SGLD);
+  flags, generic ``(init, step)`` kernels (full-batch optax, SGLD), sampler diagnostics,
+  umbrella sampling;
 - :mod:`jaxattn.engine`: the one grid engine (experiments, axes, in-memory runs, sweep files,
   the resumable store);
-- :mod:`jaxattn.slm`: the single-location model (Spec A): priors, sampler, network, online SGD,
-  risk, Bayes, ODEs, pruning, and its experiments;
-- :mod:`jaxattn.copyhead`: the copy head (Spec B): task, network, Adam and SGLD grids, NUTS,
-  the effective-action theory;
-- :mod:`jaxattn.io`: :func:`save`, :func:`load`; :mod:`jaxattn.sweep`: sweeps from TOML files.
+- :mod:`jaxattn.slm`: the single-location model: priors, sampler, network, online SGD, risk,
+  Bayes, ODEs, pruning, and its experiments;
+- :mod:`jaxattn.copyhead`: the copy head: task, network, Adam and SGLD grids, NUTS, the
+  effective-action theory, the sampled landscape;
+- :mod:`jaxattn.io`: :func:`save` and :func:`load` (a netCDF file or a sweep store).
 
-The names below are the most used of each, at the top level.
+Every other name lives in its package, under one path: ``jaxattn.slm.SLMConfig``,
+``jaxattn.slm.bayes.bayes_risk``, ``jaxattn.copyhead.train``, ``jaxattn.core.attention.register_activation``.
 """
 
-from jaxattn import copyhead, core, engine, io, slm, sweep
-from jaxattn.copyhead import (
-    CopyArch,
-    CopyConfig,
-    CopyHyper,
-    CopyParams,
-    SGLDConfig,
-    exact_action,
-    global_minimum,
-    linear_action,
-    linear_minimum,
-    linear_onsets,
-    nuts_reference,
-    p_star_closed_form,
-    posterior_summary,
-    reduced_action,
-    softmax_action,
-    softmax_critical_point,
-    softmax_phase_diagram,
-    softmax_transition,
-    theory_summary,
-)
-from jaxattn.core.attention import ACTIVATIONS, attention_weights, position_weights, prefix_mask, register_activation
-from jaxattn.core.devices import shard_streams, use_cpu_cores
-from jaxattn.core.diagnostics import ess, split_rhat, to_arviz
-from jaxattn.core.kernels.full_batch import full_batch
-from jaxattn.core.kernels.sgld import sgld
+from jaxattn import copyhead, core, engine, io, slm
+from jaxattn.core import checks
+from jaxattn.core.devices import use_cpu_cores
 from jaxattn.io import load, save
-from jaxattn.slm import SLMConfig, SLMODEConfig, integrate, measure_error, priors, train
-from jaxattn.slm import task as single_location
-from jaxattn.slm.bayes import BayesRisk, bayes_estimator, bayes_risk, posterior
-from jaxattn.slm.network import Arch, MultiHead
-from jaxattn.slm.priors import discrete, flipped_spike, gaussian, onehot
-from jaxattn.slm.pruning import PruneResult, prune_greedy
-from jaxattn.slm.risk import Bank, RiskMinimum, make_bank, minimise_risk, risk
-from jaxattn.slm.sgd import RunParams, SGDConfig, SGDState, online_sgd
 from jaxattn.version import __version__ as __version__
 
-__all__ = [
-    # packages
-    "copyhead",
-    "core",
-    "engine",
-    "io",
-    "slm",
-    "sweep",
-    # core
-    "ACTIVATIONS",
-    "attention_weights",
-    "full_batch",
-    "position_weights",
-    "prefix_mask",
-    "register_activation",
-    "sgld",
-    "shard_streams",
-    "use_cpu_cores",
-    "ess",
-    "split_rhat",
-    "to_arviz",
-    # single-location model (Spec A)
-    "Arch",
-    "Bank",
-    "BayesRisk",
-    "MultiHead",
-    "PruneResult",
-    "RiskMinimum",
-    "RunParams",
-    "SGDConfig",
-    "SGDState",
-    "SLMConfig",
-    "SLMODEConfig",
-    "bayes_estimator",
-    "bayes_risk",
-    "discrete",
-    "flipped_spike",
-    "gaussian",
-    "integrate",
-    "make_bank",
-    "measure_error",
-    "minimise_risk",
-    "onehot",
-    "online_sgd",
-    "posterior",
-    "priors",
-    "prune_greedy",
-    "risk",
-    "single_location",
-    "train",
-    # copy head (Spec B)
-    "CopyArch",
-    "CopyConfig",
-    "CopyHyper",
-    "CopyParams",
-    "SGLDConfig",
-    "exact_action",
-    "global_minimum",
-    "linear_action",
-    "linear_minimum",
-    "linear_onsets",
-    "nuts_reference",
-    "p_star_closed_form",
-    "posterior_summary",
-    "reduced_action",
-    "softmax_action",
-    "softmax_critical_point",
-    "softmax_phase_diagram",
-    "softmax_transition",
-    "theory_summary",
-    # results
-    "load",
-    "save",
-]
+__all__ = ["copyhead", "core", "engine", "io", "slm", "load", "save", "use_cpu_cores"]
+
+# Names the top level exported before it held only the packages: each now has one path.
+_MOVED = {
+    **{n: "jaxattn.core.attention" for n in ("ACTIVATIONS", "attention_weights", "position_weights", "prefix_mask")},
+    "register_activation": "jaxattn.core.attention",
+    "full_batch": "jaxattn.core.kernels.full_batch",
+    "sgld": "jaxattn.core.kernels.sgld",
+    "shard_streams": "jaxattn.core.devices",
+    **{n: "jaxattn.core.diagnostics" for n in ("ess", "split_rhat", "to_arviz")},
+    **{n: "jaxattn.slm.network" for n in ("Arch", "MultiHead")},
+    **{n: "jaxattn.slm.risk" for n in ("Bank", "RiskMinimum", "make_bank", "minimise_risk", "risk")},
+    **{n: "jaxattn.slm.bayes" for n in ("BayesRisk", "bayes_estimator", "bayes_risk", "posterior")},
+    **{n: "jaxattn.slm.pruning" for n in ("PruneResult", "prune_greedy")},
+    **{n: "jaxattn.slm.sgd" for n in ("RunParams", "SGDConfig", "SGDState", "online_sgd")},
+    **{n: "jaxattn.slm" for n in ("SLMConfig", "SLMODEConfig", "integrate", "train", "priors")},
+    "measure_error": "jaxattn.slm.task",
+    **{n: "jaxattn.slm.priors" for n in ("discrete", "flipped_spike", "gaussian", "onehot")},
+    **{
+        n: "jaxattn.copyhead"
+        for n in (
+            "CopyArch",
+            "CopyConfig",
+            "CopyParams",
+            "SGLDConfig",
+            "global_minimum",
+            "posterior_summary",
+        )
+    },
+    **{n: "jaxattn.copyhead.action" for n in ("CopyHyper", "exact_action", "linear_action", "reduced_action")},
+    "softmax_action": "jaxattn.copyhead.action",
+    **{n: "jaxattn.copyhead.linear" for n in ("linear_minimum", "linear_onsets")},
+    "nuts_reference": "jaxattn.copyhead.sampling",
+    **{
+        n: "jaxattn.copyhead.softmax"
+        for n in (
+            "p_star_closed_form",
+            "softmax_critical_point",
+            "softmax_phase_diagram",
+            "softmax_transition",
+            "theory_summary",
+        )
+    },
+}
+_MOVED.update(
+    single_location="jaxattn.slm.task (the same module)",
+    sweep="jaxattn.engine (run_sweep, load_store, load_file, parse, status)",
+)
+
+
+__getattr__ = checks.moved("jaxattn", _MOVED)

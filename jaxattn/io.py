@@ -33,7 +33,7 @@ def save(ds: xr.Dataset, path: str | os.PathLike) -> str:
 
 def load(path: str | os.PathLike) -> xr.Dataset:
     """Read a dataset written by :func:`save` fully into memory; a folder is read as a sweep
-    store (:func:`jaxattn.engine.load`: one dataset over the whole grid).
+    store (:func:`jaxattn.engine.load_store`: one dataset over the whole grid).
 
     Args:
         path: A netCDF file written by :func:`save`, or a sweep store's folder.
@@ -46,7 +46,7 @@ def load(path: str | os.PathLike) -> xr.Dataset:
     """
     path = os.fspath(path)
     if os.path.isdir(path):
-        from jaxattn.engine import load as load_store
+        from jaxattn.engine import load_store
 
         return load_store(path)
     if not os.path.exists(path):

@@ -1,4 +1,4 @@
-"""Claim (Spec B, sections 3 and 4; issue 13): sampling the copy head's posterior locates the
+"""Claim (Spec B, sections 3 and 4): sampling the copy head's posterior locates the
 first-order transition. The free-energy profile F(a) along the previous-token weight, from
 umbrella sampling of the marginal posterior of G (W integrated out exactly, the exact finite-data
 action B.3a on data set 0) with MBAR, against the reduced action S(a) (B.3b on the ansatz); the
@@ -32,12 +32,16 @@ jaxattn.use_cpu_cores()
 
 import numpy as np  # noqa: E402
 
-from jaxattn.copyhead import landscape as ls  # noqa: E402
-from jaxattn.copyhead import network as cm  # noqa: E402
+from jaxattn.copyhead import (
+    fluctuations,
+    landscape,  # noqa: E402
+    network,  # noqa: E402
+    profile,
+)
 from jaxattn.copyhead.plots import sampled_landscape_figure  # noqa: E402
 
-ARCH = cm.CopyArch(32, 4, "softmax")
-LINEAR = cm.CopyArch(4, 8, "linear")
+ARCH = network.CopyArch(32, 4, "softmax")
+LINEAR = network.CopyArch(4, 8, "linear")
 FIGURES = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
 FIG = os.path.join(FIGURES, "copy_landscape_sampled")
 
@@ -47,19 +51,19 @@ def add_corrected(row: dict, N: float) -> None:
     method on the first bracket of a sign change, scanning P upward in steps of 2% from the
     grid when the grid has none (``None`` where the Gaussian approximation fails: a Hessian
     eigenvalue that is not positive)."""
-    c_bar = float(ls.copy_strength(row["a_barrier"], ARCH.L))
-    gaps = [ls.corrected_gap(ARCH, P, N, c_bar) for P in row["P"]]
+    c_bar = float(profile.copy_strength(row["a_barrier"], ARCH.L))
+    gaps = [fluctuations.corrected_gap(ARCH, P, N, c_bar) for P in row["P"]]
     row["gap_reduced"] = [g[0] for g in gaps]
     row["gap_corrected"] = [g[1] for g in gaps]
     Ps, g = list(row["P"]), [x[1] for x in gaps]
     while np.isfinite(g[-1]) and g[-1] > 0 and Ps[-1] < 2 * row["p_star_theory"]:
         Ps.append(int(np.ceil(Ps[-1] * 1.02)))
-        g.append(ls.corrected_gap(ARCH, Ps[-1], N, c_bar)[1])
+        g.append(fluctuations.corrected_gap(ARCH, Ps[-1], N, c_bar)[1])
     g = np.asarray(g)
     change = np.flatnonzero((np.sign(g[:-1]) != np.sign(g[1:])) & np.isfinite(g[:-1]) & np.isfinite(g[1:]))
     try:  # the Gaussian correction needs a positive Hessian at both minima all along the bracket
         row["p_star_corrected"] = (
-            ls.p_star_corrected(ARCH, N, (Ps[change[0]], Ps[change[0] + 1])) if change.size else None
+            fluctuations.p_star_corrected(ARCH, N, (Ps[change[0]], Ps[change[0] + 1])) if change.size else None
         )
     except ValueError:
         row["p_star_corrected"] = None
@@ -77,13 +81,13 @@ def main(corrected_only: bool = False):
     rows = {}
     for N in (20.0, 1.0):
         t0 = time.perf_counter()
-        r = ls.landscape(ARCH, None, N, progress=True)
+        r = landscape.landscape(ARCH, None, N, progress=True)
         sampled_landscape_figure(r, f"{FIG}_N{N:g}.png")
         profs = r.pop("profiles")
         row = dict(
             r,
             wall_seconds=time.perf_counter() - t0,
-            **ls.window_diagnostics(profs),
+            **landscape.window_diagnostics(profs),
         )
         add_corrected(row, N)
         rows[f"{N:g}"] = row
@@ -97,10 +101,10 @@ def linear() -> None:
     rows = {}
     for N in (20.0, 1.0):
         t0 = time.perf_counter()
-        r = ls.landscape(LINEAR, None, N, progress=True)
+        r = landscape.landscape(LINEAR, None, N, progress=True)
         sampled_landscape_figure(r, os.path.join(FIGURES, f"copy_landscape_linear_N{N:g}.png"))
         profs = r.pop("profiles")
-        rows[f"{N:g}"] = dict(r, wall_seconds=time.perf_counter() - t0, **ls.window_diagnostics(profs))
+        rows[f"{N:g}"] = dict(r, wall_seconds=time.perf_counter() - t0, **landscape.window_diagnostics(profs))
     with open(os.path.join(FIGURES, "copy_landscape_linear.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("| N | P | P / onset | sampled minimum abs(a_G) | theory abs(a_G) | max R-hat | min ESS |")

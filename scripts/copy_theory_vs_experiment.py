@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 from jaxattn import copyhead as cp
+from jaxattn.copyhead import curves
 from jaxattn.copyhead.network import CopyArch
 from jaxattn.plots import plt
-from jaxattn.copyhead import softmax as cph
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_theory_vs_experiment.png")
 N_SGLD = 20.0
@@ -50,10 +50,10 @@ def main():
         arch = CopyArch(c["L"], c["V"], att)
         ds, best, sm = run(att, c)
         Pf = np.geomspace(min(c["P_adam"]) * 0.8, max(c["P_adam"]) * 1.2, 300)
-        curves = cph.softmax_curves if att == "softmax" else cph.linear_curves
-        th_map, th_N = curves(arch, Pf, math.inf), curves(arch, Pf, N_SGLD)
-        at_adam = curves(arch, c["P_adam"], math.inf)
-        at_sgld = curves(arch, c["P_sgld"], N_SGLD)
+        theory = curves.softmax_curves if att == "softmax" else curves.linear_curves
+        th_map, th_N = theory(arch, Pf, math.inf), theory(arch, Pf, N_SGLD)
+        at_adam = theory(arch, c["P_adam"], math.inf)
+        at_sgld = theory(arch, c["P_sgld"], N_SGLD)
         var = c["var"]
         absf = np.abs if var == "aG" else (lambda v: v)
         for col, (v, lab) in enumerate(((var, c["label"]), ("test_error", "test error"))):

@@ -38,8 +38,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 from jaxattn.slm.bayes import bayes_risk  # noqa: E402
 

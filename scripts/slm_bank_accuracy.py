@@ -1,4 +1,4 @@
-"""Claim (Spec A, section 3; issue 14, items 4 and 6): the bank's error, not SGD's noise, set the
+"""Claim (Spec A, section 3): the bank's error, not SGD's noise, set the
 gaps between the ODE and online SGD through specialisation at ``D = 500``; a scrambled Sobol
 bank closes them.
 
@@ -25,7 +25,8 @@ jaxattn.use_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as R  # noqa: E402
 from jaxattn.slm.compare import match_heads, max_deviation, permute_heads  # noqa: E402
 

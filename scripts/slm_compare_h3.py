@@ -1,4 +1,4 @@
-"""Claim (Spec A, section 3; issue 14, item 1): three heads through specialisation at ``D = 2000``,
+"""Claim (Spec A, section 3): three heads through specialisation at ``D = 2000``,
 theory against online SGD with heads matched per seed, and what is left of the gap.
 
 Bayes-softmax, ``H = 3``, one-hot ``F = 3``, ``L = 5``, ``nu = 6``, ``D = 2000``, ``eta = 1``,
@@ -25,7 +25,8 @@ jaxattn.use_cpu_cores()
 
 import numpy as np  # noqa: E402
 
-from jaxattn import io, priors, slm  # noqa: E402
+from jaxattn import io, slm  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import escape_time, match_heads, max_deviation, permute_heads  # noqa: E402
 
 BASE = dict(D=2000, t_max=200.0, prior=priors.onehot(3, 6.0), activation="bayes_softmax")

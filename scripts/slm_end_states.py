@@ -34,12 +34,13 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
-from jaxattn.slm.network import Arch  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
 from jaxattn.slm import ode as slm_ode  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 from jaxattn.slm.bayes import bayes_risk  # noqa: E402
+from jaxattn.slm.network import Arch  # noqa: E402
 
 H, L, ETA = 4, 4, 1.0
 D_START, N_START = 300, int(os.environ.get("N_START", 4))

@@ -1,4 +1,4 @@
-"""Claim (Spec A, section 3; issue 14, item 3): the end states of online SGD by distribution,
+"""Claim (Spec A, section 3): the end states of online SGD by distribution,
 against the finite-D SDE and the ODE from the same starts.
 
 Flipped spike ``theta_f = 3 r_f`` (F = 2, symmetric), Bayes-softmax with H = 4 heads, L = 4,
@@ -28,7 +28,8 @@ jaxattn.use_cpu_cores()
 
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import end_state, end_state_fractions  # noqa: E402
 
 N_SEEDS, T_MAX = 32, 300.0

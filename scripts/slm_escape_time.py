@@ -23,11 +23,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
-from jaxattn.slm.network import Arch  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
 from jaxattn.slm import ode as slm_ode  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
+from jaxattn.slm.network import Arch  # noqa: E402
 
 DS = [250, 500, 1000, 2000]
 PRIOR = priors.onehot(2, 9.0)

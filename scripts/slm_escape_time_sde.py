@@ -1,4 +1,4 @@
-"""Claim (Spec A, section 3; issue 14): the finite-D order-parameter SDE gives online SGD's
+"""Claim (Spec A, section 3): the finite-D order-parameter SDE gives online SGD's
 distribution of escape times from the unspecialised saddle, mean and spread, at D from 500 to 4000.
 
 Bayes-softmax, H = 2, one-hot F = 2, nu = 9, L = 4, mini-batches of B = 4 at eta = 4 (the theory
@@ -25,8 +25,9 @@ jaxattn.use_cpu_cores()
 
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import escape_time  # noqa: E402
 
 SEEDS = {500: 24, 1000: 24, 2000: 16, 4000: 8}

@@ -19,8 +19,9 @@ jaxattn.use_cpu_cores()
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.pruning import prune_greedy  # noqa: E402
 from jaxattn.slm.risk import make_bank  # noqa: E402
 

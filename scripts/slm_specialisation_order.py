@@ -19,8 +19,9 @@ jaxattn.use_cpu_cores()
 
 import numpy as np  # noqa: E402
 
-from jaxattn import priors, slm  # noqa: E402
+from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
+from jaxattn.slm import priors  # noqa: E402
 
 PRIOR = priors.flipped_spike([2.0, 1.2])
 ACTS = ["bayes_softmax", "softmax1", "softmax"]

@@ -20,3 +20,37 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid:
             item.add_marker(pytest.mark.slow)
+
+
+def _sample_windows(potential_fn, order_fn, N, w, start, data, key, step_size, *, n_chains=4, burn_in=1000,
+                    n_draws=500, thin=10):
+    """SGLD in every umbrella window (the core's biased potential and kernel), all windows and
+    chains in one jitted program: the sampler of the umbrella tests, on targets no experiment has."""
+    import jax.numpy as jnp
+
+    from jaxattn.core import umbrella
+    from jaxattn.core.kernels import sgld
+
+    kernel = sgld.sgld(umbrella.biased_potential(potential_fn, order_fn, N), N)
+
+    @jax.jit
+    def run(start, centers, spring):
+        def window(k, x0, c, kap):
+            def chain(ci):
+                ck = jax.random.fold_in(jax.random.fold_in(key, k), ci)
+                st, draws = sgld.run_chain(kernel, lambda th, _: order_fn(th), ck, kernel.init(x0), (data, c, kap),
+                                           step_size, burn_in, n_draws, thin)
+                return draws, st.diverged
+
+            return jax.vmap(chain)(jnp.arange(n_chains))
+
+        return jax.vmap(window)(jnp.arange(centers.shape[0]), start, centers, spring)
+
+    a, diverged = run(start, jnp.asarray(w.centers, jnp.float32), jnp.asarray(w.spring, jnp.float32))
+    return umbrella.WindowDraws(a, diverged)
+
+
+@pytest.fixture
+def sample_windows():
+    """:func:`_sample_windows`: umbrella windows on any potential, for the umbrella tests."""
+    return _sample_windows

@@ -9,6 +9,7 @@ import pytest
 
 import jaxattn
 
+
 def _documented_object(obj) -> bool:
     return inspect.isclass(obj) or inspect.isroutine(obj) or inspect.ismodule(obj)
 

@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
-from jaxattn.slm import network as mh
-from jaxattn.slm import task
+from jaxattn.slm import network, priors, task
 from jaxattn.slm import risk as slm_risk
 from jaxattn.slm.bayes import bayes_estimator, bayes_risk
 
@@ -40,11 +38,11 @@ def test_nishimori_identity(x64, prior):
 def test_oracle_bayes_softmax_is_the_bayes_estimator():
     S = task.latent_directions(jax.random.key(0), 300, 2)
     prior = priors.discrete([[3.0, 0.0], [0.0, 2.0], [-1.0, -1.0]], [0.5, 0.3, 0.2])
-    oracle = mh.oracle_bayes_softmax(prior, S)
+    oracle = network.oracle_bayes_softmax(prior, S)
     for i in range(5):
         s = task.sample(jax.random.key(i), S, prior, 6)
         np.testing.assert_allclose(
-            mh.predict(oracle, s.X, mh.Arch("bayes_softmax")), bayes_estimator(s.X, S, prior),
+            network.predict(oracle, s.X, network.Arch("bayes_softmax")), bayes_estimator(s.X, S, prior),
             rtol=1e-4, atol=1e-5,
         )
 
@@ -53,7 +51,7 @@ def test_oracle_bayes_softmax_is_the_bayes_estimator():
 def test_oracle_reaches_bayes_risk_in_theory_and_simulation(x64):
     prior = priors.onehot(2, 9.0)
     br = bayes_risk(prior, 4, n=400_000)
-    M, Q, b = mh.oracle_order_parameters(prior)
+    M, Q, b = network.oracle_order_parameters(prior)
     bank = slm_risk.make_bank(prior, 4, 2, n=100_000)
     r_theory = float(slm_risk.risk(M, Q, b, bank, "bayes_softmax"))
     assert abs(r_theory - br.risk) < 0.005
@@ -61,6 +59,6 @@ def test_oracle_reaches_bayes_risk_in_theory_and_simulation(x64):
     # simulation at D = 1000 (float32): the oracle network's measured test error
     S = task.latent_directions(jax.random.key(0), 1000, 2, dtype=jnp.float32)
     p32 = priors.astype(prior, jnp.float32)
-    oracle = mh.oracle_bayes_softmax(p32, S)
-    mean, se = slm.measure_error(lambda X: mh.predict(oracle, X, mh.Arch("bayes_softmax")), S, p32, 4, n=20_000)
+    oracle = network.oracle_bayes_softmax(p32, S)
+    mean, se = slm.task.measure_error(lambda X: network.predict(oracle, X, network.Arch("bayes_softmax")), S, p32, 4, n=20_000)
     assert abs(mean - br.risk) < 4 * se + 0.005

@@ -1,33 +1,32 @@
 """SGLD on exp(-N U): the kernel against blackjax.sgld, against a NUTS reference (float64), and
 divergence flagged (Spec B, section 4)."""
 
-import pytest
 import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxattn import copyhead as cp
-from jaxattn.copyhead import nuts_reference
-from jaxattn.copyhead import network as cm
-from jaxattn.core.kernels import sgld as sg
-from jaxattn.copyhead import task
+from jaxattn.copyhead import network, task
+from jaxattn.copyhead.sampling import nuts_reference
+from jaxattn.core.kernels import sgld
 
 SMALL = cp.CopyConfig(L=4, V=2)
 
 
 def _small_stats(P=16):
-    X = task.one_hot(task.tokens(cp.data_key(0), P, 4, 2), 2)
-    return cm.stats(X)
+    X = task.one_hot(task.tokens(cp.data.data_key(0), P, 4, 2), 2)
+    return network.stats(X)
 
 
 def test_sgld_takes_the_steps_of_blackjax_sgld():
     """Equal step sizes: the kernel is blackjax's Euler step (same noise from the same key)."""
     arch, st = SMALL.arch, _small_stats()
     N, eps = 2.0, 1e-3
-    mine = sg.sgld(lambda p, d: cm.loss(p, d, arch), N)
-    bj = blackjax.sgld(lambda p, d: jax.grad(lambda q: -N * cm.loss(q, d, arch))(p))
-    p0 = cm.init(jax.random.key(0), arch, 0.5)
+    mine = sgld.sgld(lambda p, d: network.loss(p, d, arch), N)
+    bj = blackjax.sgld(lambda p, d: jax.grad(lambda q: -N * network.loss(q, d, arch))(p))
+    p0 = network.init(jax.random.key(0), arch, 0.5)
 
     @jax.jit
     def both(key):
@@ -48,16 +47,16 @@ def test_per_block_sgld_matches_blackjax_in_distribution():
     """Different step sizes for G and W (which blackjax cannot take) and independent noise:
     the two samplers agree on the stationary mean and variance of the order parameters."""
     arch, st = SMALL.arch, _small_stats()
-    kernel = sg.sgld(lambda p, d: cm.loss(p, d, arch), 1.0)
-    bj = blackjax.sgld(lambda p, d: jax.grad(lambda q: -cm.loss(q, d, arch))(p))
-    obs = lambda p, d: dict(cm.order_parameters(p.G, arch), U=cm.loss(p, d, arch))  # noqa: E731
+    kernel = sgld.sgld(lambda p, d: network.loss(p, d, arch), 1.0)
+    bj = blackjax.sgld(lambda p, d: jax.grad(lambda q: -network.loss(q, d, arch))(p))
+    obs = lambda p, d: dict(network.order_parameters(p.G, arch), U=network.loss(p, d, arch))  # noqa: E731
     n_chains, burn, n_kept, thin = 128, 1000, 100, 20
-    p0 = cm.CopyParams(jnp.zeros((4, 4)), jnp.zeros((2, 2)))
+    p0 = network.CopyParams(jnp.zeros((4, 4)), jnp.zeros((2, 2)))
 
     @jax.jit
     def mine(keys):
-        eps = cm.CopyParams(jnp.float32(0.01), jnp.float32(0.004))
-        return jax.vmap(lambda k: sg.run_chain(kernel, obs, k, kernel.init(p0), st, eps, burn, n_kept, thin)[1])(keys)
+        eps = network.CopyParams(jnp.float32(0.01), jnp.float32(0.004))
+        return jax.vmap(lambda k: sgld.run_chain(kernel, obs, k, kernel.init(p0), st, eps, burn, n_kept, thin)[1])(keys)
 
     @jax.jit
     def theirs(keys):
@@ -100,8 +99,8 @@ def test_both_starts_and_divergence_is_flagged():
     ok = cp.sample(SMALL, cp.SGLDConfig(n_chains=4, n_steps=200, burn_in=100, thin=10), P=[8, 32])
     assert dict(ok.sizes) == {"P": 2, "start": 2, "chain": 4, "draw": 20}
     assert not bool(ok["diverged"].any()) and np.all(np.isfinite(ok["prev_weight"].values))
-    copy_start = cp.start_params(SMALL.arch, "copy", SMALL.c_copy)
-    assert float(cm.order_parameters(copy_start.G, SMALL.arch)["prev_weight"]) > 0.9
+    copy_start = cp.experiments.sgld.start_params(SMALL.arch, "copy", SMALL.c_copy)
+    assert float(network.order_parameters(copy_start.G, SMALL.arch)["prev_weight"]) > 0.9
     bad = cp.sample(SMALL, cp.SGLDConfig(n_chains=4, n_steps=200, burn_in=100, thin=10, eps_W=50.0), P=[8, 32])
     assert bool(bad["diverged"].all())  # flagged, not a silent NaN
     assert np.all(np.isnan(bad["prev_weight"].values))

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from jaxattn import copyhead as cp
-from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
+from jaxattn.copyhead import network, task
 
 
 def _data(n, L, V, seed=0):
@@ -41,38 +40,38 @@ def test_token_frequencies_uniform():
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 @pytest.mark.parametrize("cyclic", [True, False])
 def test_loss_from_counts_matches_per_sequence_network(attention, cyclic):
-    arch = cm.CopyArch(L=5, V=3, attention=attention, cyclic=cyclic, beta=1.7, omega=0.6, sigma_G2=2.0)
+    arch = network.CopyArch(L=5, V=3, attention=attention, cyclic=cyclic, beta=1.7, omega=0.6, sigma_G2=2.0)
     X = _data(40, 5, 3)
     mask = jnp.arange(40) < 33
-    p = cm.init(jax.random.key(2), arch, sigma0=1.0)
-    st = cm.stats(X, mask)
+    p = network.init(jax.random.key(2), arch, sigma0=1.0)
+    st = network.stats(X, mask)
     Y, pos = task.targets(X), task.loss_positions(5, cyclic)
 
     def direct(p):
-        F = jax.vmap(lambda x: cm.predict(p, x, arch))(X)
+        F = jax.vmap(lambda x: network.predict(p, x, arch))(X)
         data = jnp.sum(((F - Y) ** 2).sum(-1) * pos * mask[:, None])
         return arch.beta / (2 * arch.L) * data + jnp.sum(p.W**2) / (2 * arch.omega) + jnp.sum(p.G**2) / (2 * arch.sigma_G2)
 
-    np.testing.assert_allclose(cm.loss(p, st, arch), direct(p), rtol=1e-5)
-    g1, g2 = jax.grad(cm.loss)(p, st, arch), jax.grad(direct)(p)
+    np.testing.assert_allclose(network.loss(p, st, arch), direct(p), rtol=1e-5)
+    g1, g2 = jax.grad(network.loss)(p, st, arch), jax.grad(direct)(p)
     for a, b in zip(g1, g2):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_linear_copy_attention_fits_exactly():
     L, V = 8, 4
-    arch = cm.CopyArch(L=L, V=V, attention="linear")
+    arch = network.CopyArch(L=L, V=V, attention="linear")
     S = task.shift_matrix(L)
     G = L * S  # A = G / L = S
-    np.testing.assert_allclose(cm.attention(G, arch), S)
-    st = cm.stats(_data(300, L, V))
-    W = cm.optimal_readout(cm.attention(G, arch), st, arch, omega=jnp.inf)
+    np.testing.assert_allclose(network.attention(G, arch), S)
+    st = network.stats(_data(300, L, V))
+    W = network.optimal_readout(network.attention(G, arch), st, arch, omega=jnp.inf)
     np.testing.assert_allclose(W, jnp.eye(V), atol=1e-5)
-    p = cm.CopyParams(G, W)
-    assert float(cm.error(p, st, arch)) < 1e-5
+    p = network.CopyParams(G, W)
+    assert float(network.error(p, st, arch)) < 1e-5
     X = _data(5, L, V, seed=9)
-    np.testing.assert_allclose(jax.vmap(lambda x: cm.predict(p, x, arch))(X), task.targets(X), atol=1e-5)
-    o = cm.order_parameters(G, arch)
+    np.testing.assert_allclose(jax.vmap(lambda x: network.predict(p, x, arch))(X), task.targets(X), atol=1e-5)
+    o = network.order_parameters(G, arch)
     np.testing.assert_allclose([o["prev_weight"], o["a1"], o["aG"]], [1.0, 0.0, 1.0], atol=1e-6)
 
 
@@ -80,13 +79,13 @@ def test_uniform_attention_explains_one_over_L():
     """A = 11^T/L pools the mean token; the best readout explains 1/L of the target variance
     around its mean (1 - 1/V per position), so the error is (1 - 1/V)(1 - 1/L)."""
     L, V, n = 8, 4, 20000
-    arch = cm.CopyArch(L=L, V=V, attention="softmax")
+    arch = network.CopyArch(L=L, V=V, attention="softmax")
     G = jnp.zeros((L, L))
-    o = cm.order_parameters(G, arch)
+    o = network.order_parameters(G, arch)
     np.testing.assert_allclose([o["prev_weight"], o["a1"], o["aG"]], [1 / L, 1.0, 0.0], atol=1e-6)
-    st = cm.stats(_data(n, L, V))
-    W = cm.optimal_readout(cm.attention(G, arch), st, arch, omega=jnp.inf)
-    err = float(cm.error(cm.CopyParams(G, W), st, arch))
+    st = network.stats(_data(n, L, V))
+    W = network.optimal_readout(network.attention(G, arch), st, arch, omega=jnp.inf)
+    err = float(network.error(network.CopyParams(G, W), st, arch))
     explained = 1.0 - err / (1.0 - 1.0 / V)
     # sampling error of the fitted fraction ~ sqrt(V^2 / (n L)) / (1 - 1/V) ~ 0.005 here
     assert abs(explained - 1.0 / L) < 0.02, explained

@@ -1,12 +1,12 @@
 """A grid sharded over several (forced host) devices gives the numbers of one device, to float
 rounding."""
 
-import pytest
 import json
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 SCRIPT = r"""
 import json, sys

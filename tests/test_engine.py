@@ -97,7 +97,7 @@ def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
         counted = _count_traces(exp, monkeypatch)
         full = engine.run(exp, case["config"], _grid(name, case["grid"]))
         _assert_one_trace(counted)
-        _equal(engine.load(str(tmp_path / "s")), full)
+        _equal(engine.load_store(str(tmp_path / "s")), full)
         monkeypatch.undo()
         # the same point alone: another block, another slot, one group instead of several
         alone = engine.run(exp, case["config"], _grid(name, {k: [v] for k, v in case["alone"].items()}))
@@ -287,5 +287,5 @@ def test_kill_and_resume(name, tmp_path):
     rerun = [e["chunk"] for e in computed if e["pid"] == events[-1]["pid"]]
     finished_before = {int(p[1:7]) for p in survived}
     assert len(rerun) == len(set(rerun)) and sorted(rerun) == sorted(set(range(n_chunks)) - finished_before)
-    _equal(engine.load(killed), engine.load(full))
+    _equal(engine.load_store(killed), engine.load_store(full))
     assert not [p for p in os.listdir(chunks) if ".tmp-" in p]

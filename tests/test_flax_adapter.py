@@ -9,10 +9,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
-from jaxattn import priors  # noqa: E402
-from jaxattn.core.attention import ACTIVATIONS  # noqa: E402
 from jaxattn.contrib.flax_nnx import MultiHeadAttention  # noqa: E402
-from jaxattn.slm import network as mh  # noqa: E402
+from jaxattn.core.attention import ACTIVATIONS  # noqa: E402
+from jaxattn.slm import (
+    network,  # noqa: E402
+    priors,  # noqa: E402
+)
 from jaxattn.slm import task as slm  # noqa: E402
 
 
@@ -23,7 +25,7 @@ def test_layer_is_the_single_location_network(activation):
     identity per head, output = sum over heads), the layer computes ``multihead.predict``."""
     H, D, L = 3, 16, 5
     key = jax.random.PRNGKey(1)
-    params = mh.MultiHead(jax.random.normal(key, (H, D)), jnp.array([0.3, -0.5, 0.1]))
+    params = network.MultiHead(jax.random.normal(key, (H, D)), jnp.array([0.3, -0.5, 0.1]))
     dirs = slm.latent_directions(jax.random.PRNGKey(2), D, 2)
     X = jax.vmap(lambda k: slm.sample(k, dirs, priors.onehot(2, 4.0), L).X)(jax.random.split(key, 4))
 
@@ -38,7 +40,7 @@ def test_layer_is_the_single_location_network(activation):
 
     e0 = jnp.zeros((X.shape[0], 1, D)).at[..., 0].set(1.0)
     got = layer(e0, X)[:, 0]
-    want = jax.vmap(lambda x: mh.predict(params, x, mh.Arch(activation)))(X)
+    want = jax.vmap(lambda x: network.predict(params, x, network.Arch(activation)))(X)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 

@@ -1,4 +1,4 @@
-"""The copy head's sampled free-energy landscape (issue 13): umbrella sampling of the marginal
+"""The copy head's sampled free-energy landscape: umbrella sampling of the marginal
 posterior of ``G`` on the previous-token weight, MBAR, the basins' log-odds and ``P*`` from
 sampling, against the reduced action and its Gaussian-fluctuation correction."""
 
@@ -12,31 +12,28 @@ import pytest
 from click.testing import CliRunner
 
 from jaxattn.cli import main
-from jaxattn.copyhead import action as ca
-from jaxattn.copyhead import landscape as ls
-from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
-from jaxattn.copyhead.experiments import data_key
+from jaxattn.copyhead import action, fluctuations, landscape, network, profile, task
+from jaxattn.copyhead.data import data_key
 
-ARCH = cm.CopyArch(32, 4, "softmax")
-LINEAR = cm.CopyArch(4, 8, "linear")
+ARCH = network.CopyArch(32, 4, "softmax")
+LINEAR = network.CopyArch(4, 8, "linear")
 
 
 def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="N"):
-        ls.sampled_profile(ARCH, 300, 0.0)
+        landscape.sampled_profile(ARCH, 300, 0.0)
     with pytest.raises(ValueError, match="P"):
-        ls.sampled_profile(ARCH, 0, 20.0)
+        landscape.sampled_profile(ARCH, 0, 20.0)
     with pytest.raises(ValueError, match="n_chains"):
-        ls.sampled_profile(ARCH, 300, 20.0, n_chains=1)
+        landscape.sampled_profile(ARCH, 300, 20.0, n_chains=1)
     with pytest.raises(ValueError, match="spring"):
-        ls.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), spring=-1.0)
+        landscape.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), spring=-1.0)
     with pytest.raises(ValueError, match="c_range"):
-        ls.place_windows(ARCH, 300, 20.0, (1.0, 0.0))
+        landscape.place_windows(ARCH, 300, 20.0, (1.0, 0.0))
     with pytest.raises(ValueError, match="max_spacing"):
-        ls.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=0.0)
+        landscape.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=0.0)
     with pytest.raises(ValueError, match="c_range"):  # |a_G| >= 0
-        ls.place_windows(LINEAR, 40, 20.0, (-0.2, 1.0))
+        landscape.place_windows(LINEAR, 40, 20.0, (-0.2, 1.0))
     r = CliRunner().invoke(main, ["copy", "landscape", "--N", "-1", "--json"])
     assert r.exit_code == 2 and "N" in r.output
 
@@ -44,10 +41,10 @@ def test_bad_input_names_the_parameter():
 def test_windows_follow_the_action_and_overlap_by_construction():
     """The centres sit up the slope by ``S'(t) / kappa`` and the targets are at most two window
     widths ``2 / sqrt(kappa + S'')`` apart, with ``kappa`` above the barrier's negative curvature."""
-    w, t = ls.place_windows(ARCH, 330, 20.0, (-0.5, 3.0))
+    w, t = landscape.place_windows(ARCH, 330, 20.0, (-0.5, 3.0))
     kappa = float(w.spring[0])
     c = np.linspace(-1.0, 3.5, 4501)
-    S = ls.theory_action_of_c(ARCH, 330, 20.0, c)
+    S = profile.theory_action_of_c(ARCH, 330, 20.0, c)
     d1 = np.gradient(S, c)
     d2 = np.gradient(d1, c)
     assert kappa >= 2 * np.max(-d2[(c >= -0.5) & (c <= 3.0)]) * (1 - 1e-3)  # finite differences on another grid
@@ -55,11 +52,11 @@ def test_windows_follow_the_action_and_overlap_by_construction():
     width = 1 / np.sqrt(np.maximum(kappa + np.interp(t[:-1], c, d2), kappa / 4))
     assert np.all(np.diff(t) <= 2 * width * 1.001) and t[0] == -0.5 and t[-1] == 3.0
     # a fixed count (one shape for a scan over P) keeps the natural targets and splits gaps
-    w8, t8 = ls.place_windows(ARCH, 330, 20.0, (-0.5, 3.0), n_windows=t.size + 6)
+    w8, t8 = landscape.place_windows(ARCH, 330, 20.0, (-0.5, 3.0), n_windows=t.size + 6)
     assert t8.size == w8.centers.size == t.size + 6 and np.all(np.diff(t8) > 0)
     assert np.all(np.isin(t, t8)) and np.max(np.diff(t8)) <= np.max(np.diff(t))
     with pytest.raises(ValueError, match="n_windows"):
-        ls.place_windows(ARCH, 330, 20.0, (-0.5, 3.0), n_windows=t.size - 1)
+        landscape.place_windows(ARCH, 330, 20.0, (-0.5, 3.0), n_windows=t.size - 1)
 
 
 def test_linear_profile_is_the_action_minimised_over_a1_and_even_in_aG(x64):
@@ -69,11 +66,11 @@ def test_linear_profile_is_the_action_minimised_over_a1_and_even_in_aG(x64):
     ``P = 40``, above the onset, where the pooling minimum has ``a_1 != 0`` and two signs at
     ``a_G = 0``."""
     aG = np.array([-0.3, -0.05, 0.0, 0.05, 0.3, 0.6])
-    S, a1 = ls.linear_profile_action(LINEAR, 40, 20.0, aG)
-    h = ca.hyper(LINEAR, 20.0, jnp.float64)
+    S, a1 = profile.linear_profile_action(LINEAR, 40, 20.0, aG)
+    h = action.hyper(LINEAR, 20.0, jnp.float64)
     grid = jnp.linspace(-1.5, 2.0, 35001, dtype=jnp.float64)
-    dense = np.array([float(jnp.min(ca.linear_action(grid, abs(x), jnp.float64(40), h))) for x in aG])
-    at = np.asarray(ca.linear_action(jnp.asarray(a1), jnp.abs(jnp.asarray(aG)), jnp.float64(40), h))
+    dense = np.array([float(jnp.min(action.linear_action(grid, abs(x), jnp.float64(40), h))) for x in aG])
+    at = np.asarray(action.linear_action(jnp.asarray(a1), jnp.abs(jnp.asarray(aG)), jnp.float64(40), h))
     np.testing.assert_allclose(at, S, rtol=1e-12)  # S is the action at the a_1 returned
     assert np.all(S <= dense + 1e-9) and np.all(dense - S < 1e-4), dense - S
     np.testing.assert_allclose(S[:2], S[[4, 3]], rtol=1e-12)
@@ -85,19 +82,19 @@ def test_crossing_of_a_line_and_its_error():
     bracket: the fitted ``y(P0)`` is their mean, of error ``e / sqrt(2)``, so ``P0``'s error is
     ``e / (sqrt(2) s)`` (the delta method, exactly, for a straight line)."""
     P = np.array([90.0, 110.0])
-    P0, err = ls.crossing(P, 0.5 * (P - 100.0), np.array([1.0, 1.0]))
+    P0, err = landscape.search.crossing(P, 0.5 * (P - 100.0), np.array([1.0, 1.0]))
     assert P0 == pytest.approx(100.0, abs=1e-9)
     assert err == pytest.approx(1 / (np.sqrt(2) * 0.5), rel=1e-9)
-    assert np.isnan(ls.crossing(P, P, np.ones(2))[0])
+    assert np.isnan(landscape.search.crossing(P, P, np.ones(2))[0])
 
 
 def test_fluctuation_entropy_is_the_prior_determinant_without_data():
     """With no data the reduced action is the prior ``N |G|^2 / 2`` (``sigma_G = 1``): its
     Hessian is ``N I``, so ``(1/2) ln det'`` over the ``L^2 - 1`` directions off the ansatz is
     ``(L^2 - 1) ln(N) / 2``, at any ``c``."""
-    arch = cm.CopyArch(6, 4, "softmax")
+    arch = network.CopyArch(6, 4, "softmax")
     for c in (0.0, 1.5):
-        assert ls.fluctuation_entropy(arch, 1e-9, 20.0, c) == pytest.approx(35 * np.log(20.0) / 2, abs=1e-6)
+        assert fluctuations.fluctuation_entropy(arch, 1e-9, 20.0, c) == pytest.approx(35 * np.log(20.0) / 2, abs=1e-6)
 
 
 @pytest.mark.slow  # about 15 s on 2 cores
@@ -108,12 +105,12 @@ def test_exact_and_reduced_action_near_p_star(x64):
     spread over data sets (``docs/claims.md``)."""
     c = jnp.linspace(-0.3, 2.6, 59)
     for P in (200, 342, 500):
-        red = ls.theory_action_of_c(ARCH, P, 1.0, np.asarray(c))
+        red = profile.theory_action_of_c(ARCH, P, 1.0, np.asarray(c))
         gap_red = red[c > 1.0].min() - red[c < 1.0].min()
         gaps = []
         for s in range(8):
-            st = cm.stats(task.one_hot(task.tokens(data_key(s), P, 32, 4), 4, jnp.float64))
-            ex = np.asarray(jax.vmap(lambda x, st=st: ca.exact_action(ca.softmax_logits(x, 32, True), st, ARCH, 1.0))(c))
+            st = network.stats(task.one_hot(task.tokens(data_key(s), P, 32, 4), 4, jnp.float64))
+            ex = np.asarray(jax.vmap(lambda x, st=st: action.exact_action(action.softmax_logits(x, 32, True), st, ARCH, 1.0))(c))
             gaps.append(ex[np.asarray(c) > 1.0].min() - ex[np.asarray(c) < 1.0].min())
         gaps = np.asarray(gaps)
         se = gaps.std(ddof=1) / np.sqrt(gaps.size)
@@ -127,7 +124,7 @@ def test_far_from_p_star_the_sampled_profile_has_one_basin_at_the_theory_minimum
     basin is the uniform minimum; far above (``P = 420``, beyond the upper spinodal 375), the
     copy minimum. The sampled minimum lies within 1.5 bins of the reduced action's."""
     for P, side in ((280, "uniform"), (420, "copy")):
-        prof = ls.sampled_profile(ARCH, P, 20.0)
+        prof = landscape.sampled_profile(ARCH, P, 20.0)
         assert not prof.flagged.any() and np.nanmax(prof.rhat) < 1.2
         ok = np.isfinite(prof.F)
         F, a = prof.F[ok], prof.a[ok]
@@ -144,7 +141,7 @@ def test_linear_profile_has_one_minimum_that_moves_with_P():
     sampled ``F(|a_G|)`` has its minimum at ``a_G = 0`` (the first bin); above it (``P = 47,
     95``) one minimum within one bin of the reduced action's ``|a_G|`` (0.375, 0.480). One
     basin: from the minimum ``F`` never falls by more than 1 (kT) on either side."""
-    r = ls.landscape(LINEAR, [12, 47, 95], 20.0)
+    r = landscape.landscape(LINEAR, [12, 47, 95], 20.0)
     assert "p_star_theory" not in r and r["p_onset_theory"] == pytest.approx(23.66, abs=0.01)
     w = r["bin_width"]
     for prof, got, want in zip(r["profiles"], r["a_min_sampled"], r["a_min_theory"]):
@@ -168,16 +165,16 @@ def test_sampled_p_star_at_N20_against_the_theories(monkeypatch):
 
     # the compiles, counted by the potential's traces: a short run gives the traces per compile
     engine.clear_caches()  # the engine's programs are kept by their static, not by the potential
-    potential, order = ls.posterior_target(ARCH)
+    potential, order = landscape.posterior_target(ARCH)
     counted = eqx.debug.assert_max_traces(potential, max_traces=None)
-    monkeypatch.setattr(ls, "posterior_target", lambda arch: (counted, order))
-    ls.sampled_profile(ARCH, 338, 20.0, burn_in=0, n_draws=16, thin=1)
+    monkeypatch.setattr(landscape.experiment, "posterior_target", lambda arch: (counted, order))
+    landscape.sampled_profile(ARCH, 338, 20.0, burn_in=0, n_draws=16, thin=1)
     per_compile = eqx.debug.get_num_traces(counted)
     assert per_compile >= 1
-    r = ls.landscape(ARCH, [338, 342], 20.0)  # 55 and 56 windows needed: both get 56
+    r = landscape.landscape(ARCH, [338, 342], 20.0)  # 55 and 56 windows needed: both get 56
     assert eqx.debug.get_num_traces(counted) == 2 * per_compile  # one compile for every P
     assert np.isfinite(r["p_star_sampled"]) and r["p_star_sampled_err"] < 1.0
-    corrected = ls.p_star_corrected(ARCH, 20.0, (336.0, 350.0))
+    corrected = fluctuations.p_star_corrected(ARCH, 20.0, (336.0, 350.0))
     assert abs(r["p_star_sampled"] - corrected) < r["p_star_sampled_err"] + 3.0, (r["p_star_sampled"], corrected)
     rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
     assert 0.025 < rel < 0.035, rel
@@ -190,7 +187,7 @@ def test_sampled_p_star_at_N1_lies_far_above_the_theory():
     +70% to +86% from the reduced action's 342. ``docs/claims.md`` reports 586.7 ± 2.1
     (+71.6%) from the grid the script scans: the crossing here is within its error bar plus 3 of
     that (the log-odds bend between 574 and 637; a secant through 574 and 583 gives 589)."""
-    r = ls.landscape(ARCH, [583, 637], 1.0, max_extend=0)
+    r = landscape.landscape(ARCH, [583, 637], 1.0, max_extend=0)
     assert r["log_ratio"][0] < 0 < r["log_ratio"][1], r["log_ratio"]
     assert abs(r["p_star_theory"] - 342.0) < 0.5
     assert abs(r["p_star_sampled"] - 586.7) < r["p_star_sampled_err"] + 3.0, r["p_star_sampled"]
@@ -215,10 +212,10 @@ def test_cli_landscape_json(tmp_path):
     from jaxattn.copyhead.config import CopyLandscapeConfig
 
     config = CopyLandscapeConfig(L=32, V=4, N=20.0, n_windows=out["n_windows"][0], c_lo=-0.5, c_hi=3.0, n_draws=100)
-    grid = engine.Grid.from_values(ls.COPY_LANDSCAPE.axis, dict(P=[338, 342], window=range(56), chain=range(4)))
+    grid = engine.Grid.from_values(landscape.COPY_LANDSCAPE.axis, dict(P=[338, 342], window=range(56), chain=range(4)))
     rep = engine.run_sweep(engine.parse(engine.dumps("copy_landscape", config, grid)), str(tmp_path / "s"))
     assert not rep.failed
-    swept = ls.landscape_of_dataset(engine.load(str(tmp_path / "s")))
+    swept = landscape.landscape_of_dataset(engine.load_store(str(tmp_path / "s")))
     assert swept["P"] == [338, 342] and out["n_windows"] == [56, 56]
     np.testing.assert_allclose(swept["log_ratio"], out["log_ratio"], rtol=1e-12)
     assert swept["p_star_sampled"] == pytest.approx(out["p_star_sampled"], rel=1e-12)
@@ -234,19 +231,18 @@ def test_cli_landscape_json(tmp_path):
 
 
 @pytest.mark.slow  # about 15 s on 2 cores
-def test_rhat_tells_chains_stuck_in_two_basins_from_chains_of_one():
+def test_rhat_tells_chains_stuck_in_two_basins_from_chains_of_one(sample_windows):
     """Unbiased SGLD on the copy head's posterior at ``N = 20``, ``P = 340`` (near the sampled
     ``P*``, a barrier of about 35): four chains from the uniform and four from the copy ansatz
     stay in their basins. Split R-hat of ``c`` over all eight is far above 1.2; over the four of
     one start it is below 1.05."""
-    from jaxattn.core import diagnostics
-    from jaxattn.core import umbrella as us
+    from jaxattn.core import diagnostics, umbrella
 
-    potential, order = ls.posterior_target(ARCH)
-    st = cm.stats(task.one_hot(task.tokens(data_key(0), 340, 32, 4), 4))
-    starts = jnp.stack([ca.softmax_logits(jnp.float32(c), 32, True) for c in (0.3, 1.9)])
-    free = us.Windows(np.array([0.3, 1.9]), np.array([1e-9, 1e-9]))  # no bias: the plain posterior
-    d = us.sample_windows(potential, order, 20.0, free, starts, (st, jnp.float32(20.0)), jax.random.key(3),
+    potential, order = landscape.posterior_target(ARCH)
+    st = network.stats(task.one_hot(task.tokens(data_key(0), 340, 32, 4), 4))
+    starts = jnp.stack([action.softmax_logits(jnp.float32(c), 32, True) for c in (0.3, 1.9)])
+    free = umbrella.Windows(np.array([0.3, 1.9]), np.array([1e-9, 1e-9]))  # no bias: the plain posterior
+    d = sample_windows(potential, order, 20.0, free, starts, (st, jnp.float32(20.0)), jax.random.key(3),
                           0.05 / 20, n_chains=4, burn_in=3000, n_draws=400, thin=10)
     c = np.asarray(d.a)  # (start, chain, draw)
     assert not np.asarray(d.diverged).any()

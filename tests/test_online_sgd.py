@@ -8,10 +8,7 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
-from jaxattn.slm import network as mh
-from jaxattn.slm import sgd as osgd
-from jaxattn.slm import task
+from jaxattn.slm import network, priors, sgd, task
 from jaxattn.slm.bayes import bayes_risk
 
 # one-hot, F = 2, L = 4, nu = 9 (Bayes risk 0.103), D = 200, t up to 200
@@ -64,27 +61,27 @@ def test_error_decreases_from_initialisation(trained):
 
 def test_step_pair_matches_grid_runner():
     """The public (init, step) pair is the engine's step: same data, same result after 25 steps."""
-    cfg = osgd.SGDConfig(D=40, H_max=2, L_max=3, arch=mh.Arch("softmax1"))
+    cfg = sgd.SGDConfig(D=40, H_max=2, L_max=3, arch=network.Arch("softmax1"))
     config = slm.SLMConfig(D=40, prior=priors.onehot(2, 4.0), activation="softmax1", times=(0.0, 25 / 40), n_test=8)
-    S, _ = slm.experiments.directions_and_test_key(config)
+    S, _ = slm.experiments.common.directions_and_test_key(config)
     prior = priors.astype(config.prior, jnp.float32)
-    init_key, data_key = slm.point_keys(True, 1, 2, 3, 0.5, 1.0)
-    rp = osgd.RunParams(init_key, data_key, jnp.float32(0.5), jnp.float32(1.0), jnp.int32(2), jnp.int32(3))
-    sgd = osgd.online_sgd(cfg, S, prior)
-    state = sgd.init(rp)
-    step = jax.jit(sgd.step)
+    init_key, data_key = slm.experiments.point_keys(True, 1, 2, 3, 0.5, 1.0)
+    rp = sgd.RunParams(init_key, data_key, jnp.float32(0.5), jnp.float32(1.0), jnp.int32(2), jnp.int32(3))
+    pair = sgd.online_sgd(cfg, S, prior)
+    state = pair.init(rp)
+    step = jax.jit(pair.step)
     for _ in range(25):
         state = step(state, rp)
     assert int(state.step) == 25
     ds = point(slm.train(config, seed=1, H=2, L=3, eta=0.5))
-    M, Q = mh.order_parameters(state.params, S)
+    M, Q = network.order_parameters(state.params, S)
     np.testing.assert_allclose(ds["M"].values[-1], M, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ds["b"].values[-1], state.params.bias, rtol=1e-5, atol=1e-7)
 
 
 def point(ds):
     """The only grid point of a one-point dataset."""
-    return ds.isel({k: 0 for k in slm.GRID_AXES})
+    return ds.isel({k: 0 for k in slm.experiments.GRID_AXES})
 
 
 GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
@@ -138,13 +135,13 @@ def test_fast_gradients_equal_autodiff_of_the_loss(x64, activation):
     D, H, L = 30, 3, 5
     S = task.latent_directions(jax.random.key(0), D, 2, dtype=jnp.float64)
     prior = priors.flipped_spike([2.0, 1.0])
-    params = mh.MultiHead(jax.random.normal(jax.random.key(1), (H, D)), jax.random.normal(jax.random.key(2), (H,)))
+    params = network.MultiHead(jax.random.normal(jax.random.key(1), (H, D)), jax.random.normal(jax.random.key(2), (H,)))
     hm, pm = jnp.array([True, True, False]), jnp.array([True, True, True, True, False])
-    arch = mh.Arch(activation)
+    arch = network.Arch(activation)
     d = task.draw(jax.random.key(3), prior, L, D, jnp.float64)
     s = task.assemble(d, S, jnp.int32(4), 1.3)
-    value, g_chi, g_b = osgd.loss_and_score_grads(params, s.X, s.eps, arch, hm, pm)
-    ref_value, ref = jax.value_and_grad(osgd.loss)(params, s, arch, hm, pm)
+    value, g_chi, g_b = sgd.loss_and_score_grads(params, s.X, s.eps, arch, hm, pm)
+    ref_value, ref = jax.value_and_grad(sgd.loss)(params, s, arch, hm, pm)
     np.testing.assert_allclose(value, ref_value, rtol=1e-10)
     np.testing.assert_allclose(g_chi @ s.X / np.sqrt(D), ref.keys, rtol=1e-8, atol=1e-12)
     np.testing.assert_allclose(g_b, ref.bias, rtol=1e-8, atol=1e-12)

@@ -82,7 +82,7 @@ def test_plugin_model_and_activation_in_a_sweep_file_and_from_python(site, tmp_p
         exp = engine.get("tiny_sgd")
         cfg = slm.SLMConfig(D=16, t_max=0.2, n_records=2, n_test=8, activation="relu_norm")
         ds = engine.run(exp, cfg, engine.Grid.from_values(exp.axis, {{"seed": [0, 1]}}))
-        swept = engine.load({str(tmp_path / "st")!r})
+        swept = engine.load_store({str(tmp_path / "st")!r})
         assert np.array_equal(ds["error"].values, swept["error"].values, equal_nan=True)
         assert ds.attrs["experiment"] == "tiny_sgd" and np.isfinite(ds["error"].values).all()
         print("ok")

@@ -1,11 +1,12 @@
-"""The float32 mode of the theory (issue 16): the order-parameter ODE (``SLMODEConfig.precision``)
+"""The float32 mode of the theory: the order-parameter ODE (``SLMODEConfig.precision``)
 and the copy-head minimisation against their float64 results, within the accuracy the docs state
 (``docs/theory/single_location.md`` section 9, ``docs/theory/copy_head.md``)."""
 
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
+from jaxattn import slm
+from jaxattn.slm import priors
 
 
 @pytest.mark.parametrize(

@@ -34,7 +34,8 @@ def test_a_dataset_records_code_libraries_machine_and_precision():
     assert p["libraries"]["diffrax"] == diffrax.__version__ and "blackjax" in p["libraries"]
     assert p["backend"] == jax.default_backend() == "cpu" and p["device_kind"] == jax.devices()[0].device_kind
     assert p["x64"] is False  # online SGD runs in float32
-    from jaxattn.engine.run import dataset_attrs, make_plan
+    from jaxattn.engine.compute import dataset_attrs
+    from jaxattn.engine.plan import make_plan
 
     plan = make_plan(slm.SLM_ODE, slm.SLMODEConfig(D=16, t_max=0.2, n_records=2, n_bank=16),
                      Grid.from_values(slm.SLM_ODE.axis, {"seed": [0]}))
@@ -58,7 +59,7 @@ def test_info_of_a_saved_dataset_and_of_a_store(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"jaxattn {__version__}  commit {_head()[:12]}" in r.stdout
     assert "command: jaxattn sweep run" in r.stdout and "x64: False" in r.stdout
-    loaded = engine.load(str(tmp_path / "st"))
+    loaded = engine.load_store(str(tmp_path / "st"))
     assert provenance.of(loaded.attrs)["command"].startswith("jaxattn sweep run")
     v = subprocess.run([sys.executable, "-m", "jaxattn", "--version"], env=ENV, capture_output=True, text=True)
     assert v.stdout.strip() == f"jaxattn, version {__version__}"

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
 from jaxattn.core.attention import ACTIVATIONS
-from jaxattn.slm.pruning import prune_greedy
+from jaxattn.slm import priors
 from jaxattn.slm import risk as slm_risk
+from jaxattn.slm.pruning import prune_greedy
 
 PRIOR = priors.onehot(2, 9.0)
 

@@ -6,10 +6,8 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
 from jaxattn.core.attention import ACTIVATIONS
-from jaxattn.slm import network as mh
-from jaxattn.slm import task
+from jaxattn.slm import network, priors, task
 from jaxattn.slm import risk as slm_risk
 
 D, L, H, F = 1000, 4, 2, 2
@@ -33,15 +31,15 @@ def test_risk_matches_simulation_at_D_1000(x64, activation):
     r = float(slm_risk.risk(jnp.asarray(M), jnp.asarray(Q), jnp.asarray(b), bank, activation))
 
     S = task.latent_directions(jax.random.key(1), D, F, dtype=jnp.float64)
-    keys = mh.keys_from_order_parameters(jax.random.key(2), jnp.asarray(M), jnp.asarray(Q), S)
-    params = mh.MultiHead(keys, jnp.asarray(b))
-    M_sim, Q_sim = mh.order_parameters(params, S)
+    keys = network.keys_from_order_parameters(jax.random.key(2), jnp.asarray(M), jnp.asarray(Q), S)
+    params = network.MultiHead(keys, jnp.asarray(b))
+    M_sim, Q_sim = network.order_parameters(params, S)
     np.testing.assert_allclose(M_sim, M, atol=1e-8)
     np.testing.assert_allclose(Q_sim, Q, atol=1e-8)
     # the simulation itself in float32, as online SGD runs
     params, S32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), (params, S))
     p32 = priors.astype(prior, jnp.float32)
-    mean, se = slm.measure_error(lambda X: mh.predict(params, X, mh.Arch(activation)), S32, p32, L, n=40_000)
+    mean, se = slm.task.measure_error(lambda X: network.predict(params, X, network.Arch(activation)), S32, p32, L, n=40_000)
     assert se < 0.005 * mean  # the Monte Carlo error leaves room in the 2% tolerance
     assert abs(mean - r) < 0.02 * r, (activation, mean, r, se)
 

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import priors
+from jaxattn.slm import priors
 from jaxattn.slm import task as slm
 
 D, L, F, N = 400, 5, 3, 4000

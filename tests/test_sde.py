@@ -7,10 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import priors, slm
+from jaxattn import slm
 from jaxattn.core.attention import prefix_mask
-from jaxattn.slm import network as mh
-from jaxattn.slm import ode, sde, sgd, task
+from jaxattn.slm import network, ode, priors, sde, sgd, task
 from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import make_bank
 
@@ -51,13 +50,13 @@ def test_increment_covariance_matches_sgd_steps(activation):
         # a state on the way to specialisation: head 0 partly on s_0, head 1 weakly on s_1
         M = jnp.array([[0.8, 0.1], [0.2, 0.5]])
         Q = M @ M.T + jnp.array([[0.6, 0.1], [0.1, 0.9]])
-        keys = mh.keys_from_order_parameters(jax.random.key(2), M, Q, dirs)
-        params = mh.MultiHead(keys, jnp.array([0.3, -0.2]))
+        keys = network.keys_from_order_parameters(jax.random.key(2), M, Q, dirs)
+        params = network.MultiHead(keys, jnp.array([0.3, -0.2]))
         cfg = sgd.SGDConfig(D, H, L, Arch(activation))
         rp = sgd.RunParams(jax.random.key(0), jax.random.key(0), jnp.asarray(eta), jnp.asarray(1.0), jnp.asarray(H),
                            jnp.asarray(L))
         state = sgd.SGDState(params, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        y0 = sde.flatten(ode.OrderParams(*mh.order_parameters(params, dirs), params.bias))
+        y0 = sde.flatten(ode.OrderParams(*network.order_parameters(params, dirs), params.bias))
 
         @jax.jit
         def increments(k):
@@ -65,7 +64,7 @@ def test_increment_covariance_matches_sgd_steps(activation):
                 d = task.draw(kk, prior, L, D, jnp.float64)
                 new = sgd.update(cfg, dirs, state, rp, jax.tree_util.tree_map(lambda x: x[None], d))
                 p = new.params
-                return D * (sde.flatten(ode.OrderParams(*mh.order_parameters(p, dirs), p.bias)) - y0)
+                return D * (sde.flatten(ode.OrderParams(*network.order_parameters(p, dirs), p.bias)) - y0)
 
             return jax.vmap(one)(jax.random.split(k, 1000))
 

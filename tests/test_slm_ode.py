@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
-from jaxattn.slm import network as mh
-from jaxattn.slm.network import Arch
-from jaxattn.slm import ode
+from jaxattn.slm import network, ode, priors
 from jaxattn.slm import risk as slm_risk
 from jaxattn.slm.bayes import bayes_risk
+from jaxattn.slm.network import Arch
 
 TIMES = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)  # the first (unspecialised) phase at eta = 0.5, nu = 4
 
@@ -86,7 +84,7 @@ def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     order = lambda M: np.sort(np.abs(np.asarray(M)).ravel())  # noqa: E731 (heads may be permuted)
     np.testing.assert_allclose(order(M_ode), order(found.M), atol=0.05)
     # and for Bayes-softmax with H = F this minimum is the Bayes-optimal oracle (Spec A, sec. 4)
-    M_or, _, _ = mh.oracle_order_parameters(prior)
+    M_or, _, _ = network.oracle_order_parameters(prior)
     # (to the bank's Monte Carlo accuracy: 1500 draws move the minimum by about 0.1)
     np.testing.assert_allclose(order(M_ode), order(M_or), atol=0.2)
     assert abs(r_ode - bayes_risk(prior, 4, n=200_000).risk) < 0.01

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from jaxattn import sweep
+from jaxattn import engine
 
 TINY = """
 model = "slm_sgd"
@@ -42,8 +42,8 @@ eta = { logspace = [0.0, 1.0, 3] }
 H = [1, 2]
 colour = [1]
 """
-    with pytest.raises(sweep.SweepFileError) as exc:
-        sweep.parse(text)
+    with pytest.raises(engine.SweepFileError) as exc:
+        engine.parse(text)
     problems = exc.value.problems
     assert len(problems) == 3, problems
     assert any(p.startswith("fixed.D:") for p in problems)
@@ -52,73 +52,73 @@ colour = [1]
 
 
 def test_grid_syntax_ranges_zips_and_flat_order():
-    s = sweep.parse(TINY.replace("[execution]", "[grid.zip.shape]\nL = [4, 8]\nbatch_size = [1, 2]\n[execution]")
+    s = engine.parse(TINY.replace("[execution]", "[grid.zip.shape]\nL = [4, 8]\nbatch_size = [1, 2]\n[execution]")
                     .replace("batch_size = [1, 2]", "signal = [1.0, 2.0]"))
     assert [d.name for d in s.dims] == ["seed", "H", "eta", "shape"]
     assert s.shape == (3, 2, 2, 2) and s.n_points == 24
     np.testing.assert_allclose(s.dims[2].values["eta"], [0.2, 1.0])
     pts = s.points()
     assert pts["seed"][:8] == [0] * 8 and pts["L"][:2] == [4, 8] and pts["signal"][:2] == [1.0, 2.0]
-    with pytest.raises(sweep.SweepFileError, match="equal lengths"):
-        sweep.parse(TINY + "[grid.zip.bad]\nL = [4]\nsignal = [1.0, 2.0]\n".replace("[grid.zip", "\n[grid.zip"))
+    with pytest.raises(engine.SweepFileError, match="equal lengths"):
+        engine.parse(TINY + "[grid.zip.bad]\nL = [4]\nsignal = [1.0, 2.0]\n".replace("[grid.zip", "\n[grid.zip"))
 
 
 def test_unknown_model_and_keys():
-    with pytest.raises(sweep.SweepFileError) as exc:
-        sweep.parse('model = "nope"\nextra = 1\n')
+    with pytest.raises(engine.SweepFileError) as exc:
+        engine.parse('model = "nope"\nextra = 1\n')
     assert any(p.startswith("model:") for p in exc.value.problems)
     assert any(p.startswith("extra:") for p in exc.value.problems)
 
 
 @pytest.mark.slow  # about 27 s: the default run stays under 10 minutes
 def test_one_compile_per_sweep_resume_and_extend(tmp_path):
-    s = sweep.parse(TINY)
+    s = engine.parse(TINY)
     out = str(tmp_path / "store")
-    rep = sweep.run(s, out, max_chunks=1)
+    rep = engine.run_sweep(s, out, max_chunks=1)
     assert rep.computed == (0,) and rep.n_chunks == 3
-    st = sweep.status(out)
+    st = engine.status(out)
     assert st["done"] == [0] and st["pending"] == [1, 2]
     with pytest.raises(ValueError, match="not finished"):
-        sweep.load(out)
-    part = sweep.load(out, complete=False)
+        engine.load_store(out)
+    part = engine.load_store(out, complete=False)
     assert int(part["done"].sum()) == 4 and np.isnan(part["error"].where(~part["done"]).values).all()
-    rep = sweep.run(s, out)  # resume: the finished chunk is skipped
+    rep = engine.run_sweep(s, out)  # resume: the finished chunk is skipped
     assert rep.skipped == (0,) and rep.computed == (1, 2)
-    assert sweep.status(out)["seconds_per_chunk"] > 0
-    ds = sweep.load(out)
+    assert engine.status(out)["seconds_per_chunk"] > 0
+    ds = engine.load_store(out)
     assert dict(ds["error"].sizes) == {"seed": 3, "H": 2, "eta": 2, "time": 3}
     assert np.isnan(ds["M"].sel(H=1).values[..., 1, :]).all()  # the padded head
     assert np.isfinite(ds["error"].values).all() and not ds["diverged"].any()
 
     # a point's numbers depend on its values only: the same point in a different grid agrees
-    alone = sweep.run(sweep.parse(TINY.replace("seed = { range = [0, 3] }", "seed = [2]")),
+    alone = engine.run_sweep(engine.parse(TINY.replace("seed = { range = [0, 3] }", "seed = [2]")),
                       str(tmp_path / "alone"))
     assert alone.n_chunks == 1
-    _equal(sweep.load(str(tmp_path / "alone")), ds.sel(seed=[2]))
+    _equal(engine.load_store(str(tmp_path / "alone")), ds.sel(seed=[2]))
 
-    bigger = sweep.parse(TINY.replace("H = [1, 2]", "H = [1, 2, 3]"))
-    with pytest.raises(sweep.SweepChanged, match="extend"):
-        sweep.run(bigger, out)
-    with pytest.raises(sweep.SweepChanged, match="fixed"):
-        sweep.run(sweep.parse(TINY.replace("D = 32", "D = 40")), out)
-    rep = sweep.run(bigger, out, extend=True)
+    bigger = engine.parse(TINY.replace("H = [1, 2]", "H = [1, 2, 3]"))
+    with pytest.raises(engine.SweepChanged, match="extend"):
+        engine.run_sweep(bigger, out)
+    with pytest.raises(engine.SweepChanged, match="fixed"):
+        engine.run_sweep(engine.parse(TINY.replace("D = 32", "D = 40")), out)
+    rep = engine.run_sweep(bigger, out, extend=True)
     assert rep.skipped == (0, 1, 2) and len(rep.computed) == 2  # only the 6 new points
-    ext = sweep.load(out)
+    ext = engine.load_store(out)
     assert ext.sizes["H"] == 3 and np.isfinite(ext["error"].sel(H=3).values).all()
-    st = sweep.status(out)
+    st = engine.status(out)
     assert st["pending"] == [] and st["failed"] == {} and len(st["done"]) == 5
 
 
 @pytest.mark.slow
 def test_diverged_points_listed(tmp_path):
-    s = sweep.parse(TINY.replace("eta = { logspace = [0.2, 1.0, 2] }", "eta = [0.2, 1e6]")
+    s = engine.parse(TINY.replace("eta = { logspace = [0.2, 1.0, 2] }", "eta = [0.2, 1e6]")
                     .replace("seed = { range = [0, 3] }", "seed = [0]").replace("D = 32", "D = 32\nactivation = 'linear'"))
     out = str(tmp_path / "div")
-    sweep.run(s, out)
-    st = sweep.status(out)
+    engine.run_sweep(s, out)
+    st = engine.status(out)
     assert {p["eta"] for p in st["diverged"]} == {1e6}
     assert len(st["diverged"]) == 2  # both H at the huge step, flagged, not hidden
-    ds = sweep.load(out)
+    ds = engine.load_store(out)
     assert ds["diverged"].sel(eta=1e6).all() and not ds["diverged"].sel(eta=0.2).any()
 
 
@@ -147,8 +147,8 @@ seed = [3]
 eta = [0.5, 2.0]
 noise = [0, 1]
 """
-    sweep.run(sweep.parse(text), str(tmp_path / "ode"))
-    ds = sweep.load(str(tmp_path / "ode"))
+    engine.run_sweep(engine.parse(text), str(tmp_path / "ode"))
+    ds = engine.load_store(str(tmp_path / "ode"))
     assert not ds["diverged"].any()
     sgd = slm.train(slm.SLMConfig(D=100, times=(0.0,), n_test=16), seed=3).isel(seed=0, H=0, L=0, eta=0, signal=0)
     with jax.enable_x64(True):
@@ -171,7 +171,7 @@ def test_example_sweep_files_are_valid():
     import glob
 
     files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "examples", "*.toml")))
-    models = {sweep.load_file(f).model for f in files}
+    models = {engine.load_file(f).model for f in files}
     assert models == {"slm_sgd", "slm_ode", "copy_adam", "copy_sgld", "copy_theory", "copy_landscape"}
 
 
@@ -189,8 +189,7 @@ def test_cli_reports_all_problems(tmp_path):
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])
 def test_copy_theory_sweep_matches_the_theory_curves(tmp_path, attention):
-    from jaxattn.copyhead import network as cm
-    from jaxattn.copyhead import softmax as cph
+    from jaxattn.copyhead import curves, network
 
     text = f"""
 model = "copy_theory"
@@ -202,10 +201,10 @@ P = {{ logspace = [50, 2000, 6] }}
 [execution]
 block = 4
 """
-    sweep.run(sweep.parse(text), str(tmp_path / "th"))
-    ds = sweep.load(str(tmp_path / "th"))
-    curves = cph.softmax_curves if attention == "softmax" else cph.linear_curves
+    engine.run_sweep(engine.parse(text), str(tmp_path / "th"))
+    ds = engine.load_store(str(tmp_path / "th"))
+    theory = curves.softmax_curves if attention == "softmax" else curves.linear_curves
     for L in (8, 32):
-        ref = curves(cm.CopyArch(L, 4, attention), ds.P.values)
+        ref = theory(network.CopyArch(L, 4, attention), ds.P.values)
         for v in ("prev_weight", "test_error", "S"):
             np.testing.assert_allclose(ds[v].sel(L=L).values, ref[v], rtol=1e-8, atol=1e-10, err_msg=f"{v} L={L}")

@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from jaxattn import slm
-from jaxattn.slm import priors
-from jaxattn.slm import task
+from jaxattn.slm import priors, task
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from jaxattn import sweep
+from jaxattn import engine
 from jaxattn.engine import claims, store
 
 # 12 points, 6 chunks of one stream (2 points) each: about a second a chunk once compiled
@@ -80,7 +80,7 @@ def reference(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ref")
     f = _file(tmp)
     _finish([_worker(f, str(tmp / "one"))])
-    return sweep.load(str(tmp / "one"))
+    return engine.load_store(str(tmp / "one"))
 
 
 # --- claims, in one process ---------------------------------------------------------------------
@@ -144,7 +144,7 @@ def test_a_heartbeat_keeps_a_claim_fresh(tmp_path):
 
 def test_a_worker_with_another_sweep_file_is_refused_and_the_store_left_intact(tmp_path):
     f = _file(tmp_path)
-    s = sweep.load_file(f)
+    s = engine.load_file(f)
     out = str(tmp_path / "out")
     from jaxattn.engine.sweep import open_store, sweep_plan
 
@@ -184,7 +184,7 @@ def test_two_workers_and_a_late_third_compute_each_chunk_once(tmp_path, referenc
     _finish(procs)
     done = _computed(out)
     assert sorted(done) == list(range(6)), done  # every chunk, each exactly once
-    _equal(sweep.load(out), reference)
+    _equal(engine.load_store(out), reference)
     assert not os.listdir(os.path.join(out, "claims"))  # every claim released
 
 
@@ -200,7 +200,7 @@ def test_a_worker_killed_mid_chunk_is_taken_over(tmp_path, reference):
     done = _computed(out)
     assert sorted(done) == list(range(6)), done  # the killed chunk too, computed once
     assert all(e["pid"] == other.pid for e in log if e.get("event") == "computed")
-    _equal(sweep.load(out), reference)
+    _equal(engine.load_store(out), reference)
 
 
 def test_status_across_workers(tmp_path):
@@ -209,7 +209,7 @@ def test_status_across_workers(tmp_path):
     from jaxattn.engine.sweep import open_store, sweep_plan
 
     f = _file(tmp_path)
-    s = sweep.load_file(f)
+    s = engine.load_file(f)
     out = str(tmp_path / "out")
     open_store(s, sweep_plan(s), out, 1)
     store.write_chunk(out, 0, xr.Dataset({"diverged": ("point", [False, True]), "seed": ("point", [0, 0]),
@@ -228,7 +228,7 @@ def test_status_across_workers(tmp_path):
         for t, chunk in ((now - 30, None), (now - 20, 6), (now - 10, 0)):
             e = {"time": t, "host": "h", "pid": 7, "worker": "0/2", "event": "computed" if chunk is not None else "start"}
             fh.write(json.dumps({**e, **({"chunk": chunk} if chunk is not None else {})}) + "\n")
-    st = sweep.status(out)
+    st = engine.status(out)
     assert (st["done"], list(st["failed"]), st["claimed"], st["stale"], st["pending"]) == ([0], [1], [2], [3], [4, 5])
     assert st["diverged"] == [{"seed": 0, "eta": 1.0}]
     assert st["seconds_left"] == pytest.approx(4 / 0.1, rel=1e-6)  # 4 chunks left, one per 10 s
@@ -269,7 +269,7 @@ def test_jax_distributed_on_localhost_gives_the_same_dataset(tmp_path, reference
     _finish(_distributed(f, out))
     assert sorted(_computed(out)) == list(range(6))
     assert {e["process"] for e in store.read_log(out) if e.get("event") == "start"} == {0, 1}
-    _equal(sweep.load(out), reference)
+    _equal(engine.load_store(out), reference)
 
 
 @pytest.mark.slow
@@ -280,7 +280,7 @@ def test_jax_distributed_survives_a_process_killed_mid_chunk(tmp_path, reference
     _kill_mid_chunk(p1, out)
     _finish([p0])  # recoverability on: the coordinator's process goes on and takes the chunk over
     assert sorted(_computed(out)) == list(range(6))
-    _equal(sweep.load(out), reference)
+    _equal(engine.load_store(out), reference)
 
 
 @pytest.mark.slow
@@ -295,4 +295,4 @@ def test_submitit_local_executor_with_two_workers(tmp_path, reference):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["done"] == 6 and sum(summary["computed"]) == 6, summary
     assert sorted(_computed(out)) == list(range(6))
-    _equal(sweep.load(out), reference)
+    _equal(engine.load_store(out), reference)

@@ -115,7 +115,7 @@ def run_cmd(
 ):
     """Run (or resume, or help with) the sweep in FILE: claim a chunk, compute it, write it, take the
     next, until every chunk of the store is finished."""
-    from jaxattn import sweep as sw
+    from jaxattn import engine as sw
 
     worker = _worker(worker_text)
     if claim_timeout <= 0:
@@ -130,7 +130,7 @@ def run_cmd(
     out = out or os.path.join("results", os.path.splitext(os.path.basename(file))[0])
     devs = _devices(devices)
     try:
-        rep = sw.run(
+        rep = sw.run_sweep(
             spec,
             out,
             devices=devs,
@@ -216,7 +216,7 @@ def submit_cmd(
     summary = {"out": out, "executor": executor, "workers": workers, "jobs": [j.job_id for j in jobs]}
     if wait:
         results = launch.wait(jobs)
-        from jaxattn import sweep as sw
+        from jaxattn import engine as sw
 
         st = sw.status(out)
         summary.update(
@@ -241,7 +241,7 @@ def submit_cmd(
 def status_cmd(path, claim_timeout, as_json):
     """Done, pending, claimed, stale and failed chunks of the store at PATH, each worker's chunks
     and last heartbeat, the time left at the current pace, and the diverged grid points."""
-    from jaxattn import sweep as sw
+    from jaxattn import engine as sw
 
     try:
         st = sw.status(path, claim_timeout=claim_timeout)
@@ -286,10 +286,10 @@ def status_cmd(path, claim_timeout, as_json):
 def plot_cmd(path, var, x, hue, fig_path):
     """Quick look: VAR against grid dimension X, one line per value of HUE; every other dimension
     is averaged (time: its last value)."""
-    from jaxattn import sweep as sw
+    from jaxattn import engine as sw
     from jaxattn.plots import sweep_quicklook
 
-    ds = sw.load(path, complete=False)
+    ds = sw.load_store(path, complete=False)
     try:
         fig = sweep_quicklook(ds, var, x, hue)
     except ValueError as err:

@@ -1,87 +1,106 @@
-"""The copy head (Spec B), everything of it in one place: the task (:mod:`~jaxattn.copyhead.task`),
-the single-head positional-attention network and its loss ``U``
-(:mod:`~jaxattn.copyhead.network`), the configs (:mod:`~jaxattn.copyhead.config`), Adam and SGLD
-grids and the theory's minima on the engine (:mod:`~jaxattn.copyhead.experiments`), the NUTS
-reference (:mod:`~jaxattn.copyhead.sampling`), the effective action
-(:mod:`~jaxattn.copyhead.action`), softmax's first-order transition
-(:mod:`~jaxattn.copyhead.softmax`), linear attention's onsets (:mod:`~jaxattn.copyhead.linear`),
-figures (:mod:`~jaxattn.copyhead.plots`) and the command line (:mod:`~jaxattn.copyhead.cli`).
+"""The copy head, everything of it in one place.
+
+- the task and the network: :mod:`~jaxattn.copyhead.task` (sequences, the shift matrix),
+  :mod:`~jaxattn.copyhead.network` (the single-head positional-attention network, its loss ``U``
+  from token co-occurrence counts, its order parameters), :mod:`~jaxattn.copyhead.config`;
+- grids on the engine: :mod:`~jaxattn.copyhead.experiments` (full-batch Adam, :func:`train`;
+  SGLD chains, :func:`sample`; the theory's minima, :func:`theory_grid`), on the data of
+  :mod:`~jaxattn.copyhead.data`;
+- the theory: :mod:`~jaxattn.copyhead.action` (the effective action, exact and reduced),
+  :mod:`~jaxattn.copyhead.softmax` (the first-order transition), :mod:`~jaxattn.copyhead.linear`
+  (linear attention's onsets), :mod:`~jaxattn.copyhead.curves` (both against ``P``, and the
+  summary), :mod:`~jaxattn.copyhead.profile` (the reduced action along the previous-token weight),
+  :mod:`~jaxattn.copyhead.fluctuations` (its Gaussian correction);
+- sampling: :mod:`~jaxattn.copyhead.landscape` (the posterior's profile by umbrella sampling, and
+  ``P*`` from it), :mod:`~jaxattn.copyhead.sampling` (the NUTS reference);
+- :mod:`~jaxattn.copyhead.plots` and the command line :mod:`~jaxattn.copyhead.cli`.
 """
 
-from jaxattn.copyhead import action, linear, network, softmax, task
-from jaxattn.copyhead.action import CopyHyper, exact_action, linear_action, reduced_action, softmax_action
-from jaxattn.copyhead.config import CopyConfig, CopyData, CopySGLDConfig, CopyTheoryConfig, SGLDConfig
+from jaxattn.copyhead import (
+    action,
+    curves,
+    data,
+    experiments,
+    fluctuations,
+    landscape,
+    linear,
+    network,
+    profile,
+    sampling,
+    softmax,
+    task,
+)
+from jaxattn.copyhead.config import (
+    CopyConfig,
+    CopyData,
+    CopyLandscapeConfig,
+    CopySGLDConfig,
+    CopyTheoryConfig,
+    SGLDConfig,
+)
 from jaxattn.copyhead.experiments import (
     COPY_ADAM,
     COPY_SGLD,
     COPY_THEORY,
-    INITS,
-    OBSERVABLES,
-    SAMPLE_OBSERVABLES,
-    STARTS,
-    chain_key,
-    data_key,
     global_minimum,
-    init_key,
     posterior_summary,
     sample,
-    start_params,
     theory_grid,
     train,
 )
-from jaxattn.copyhead.linear import linear_minimum, linear_onsets
+from jaxattn.copyhead.landscape import COPY_LANDSCAPE
 from jaxattn.copyhead.network import CopyArch, CopyParams
-from jaxattn.copyhead.sampling import nuts_reference
-from jaxattn.copyhead.softmax import (
-    p_star_closed_form,
-    softmax_critical_point,
-    softmax_curves,
-    softmax_phase_diagram,
-    softmax_transition,
-    theory_summary,
-)
+from jaxattn.core import checks
 
 __all__ = [
-    "COPY_ADAM",
-    "COPY_SGLD",
-    "COPY_THEORY",
+    # configs and the network
     "CopyArch",
     "CopyConfig",
     "CopyData",
-    "CopyHyper",
+    "CopyLandscapeConfig",
     "CopyParams",
     "CopySGLDConfig",
     "CopyTheoryConfig",
-    "INITS",
-    "chain_key",
-    "data_key",
-    "init_key",
-    "OBSERVABLES",
-    "SAMPLE_OBSERVABLES",
     "SGLDConfig",
-    "STARTS",
-    "action",
-    "exact_action",
+    # the experiments and their Python entry points
+    "COPY_ADAM",
+    "COPY_LANDSCAPE",
+    "COPY_SGLD",
+    "COPY_THEORY",
     "global_minimum",
-    "linear",
-    "linear_action",
-    "linear_minimum",
-    "linear_onsets",
-    "network",
-    "nuts_reference",
-    "p_star_closed_form",
     "posterior_summary",
-    "reduced_action",
     "sample",
-    "softmax",
-    "softmax_action",
-    "softmax_critical_point",
-    "softmax_curves",
-    "softmax_phase_diagram",
-    "softmax_transition",
-    "start_params",
-    "task",
     "theory_grid",
-    "theory_summary",
     "train",
+    # modules
+    "action",
+    "curves",
+    "data",
+    "experiments",
+    "fluctuations",
+    "landscape",
+    "linear",
+    "network",
+    "profile",
+    "sampling",
+    "softmax",
+    "task",
 ]
+
+_MOVED = {
+    **{n: "jaxattn.copyhead.action" for n in ("CopyHyper", "exact_action", "linear_action", "reduced_action")},
+    "softmax_action": "jaxattn.copyhead.action",
+    **{n: "jaxattn.copyhead.data" for n in ("chain_key", "data_key", "init_key")},
+    **{n: "jaxattn.copyhead.experiments" for n in ("INITS", "OBSERVABLES", "SAMPLE_OBSERVABLES", "STARTS")},
+    "start_params": "jaxattn.copyhead.experiments.sgld",
+    **{n: "jaxattn.copyhead.linear" for n in ("linear_minimum", "linear_onsets")},
+    "nuts_reference": "jaxattn.copyhead.sampling",
+    **{
+        n: "jaxattn.copyhead.softmax"
+        for n in ("p_star_closed_form", "softmax_critical_point", "softmax_phase_diagram", "softmax_transition")
+    },
+    **{n: "jaxattn.copyhead.curves" for n in ("softmax_curves", "theory_summary")},
+}
+
+
+__getattr__ = checks.moved("jaxattn.copyhead", _MOVED)

@@ -38,8 +38,7 @@ import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import Array, Float
 
-from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
+from jaxattn.copyhead import network, task
 from jaxattn.core import checks
 
 
@@ -71,7 +70,7 @@ class CopyHyper(NamedTuple):
     g: Float[Array, ""]
 
 
-def hyper(arch: cm.CopyArch, N: float = 1.0, dtype: DTypeLike | None = None) -> CopyHyper:
+def hyper(arch: network.CopyArch, N: float = 1.0, dtype: DTypeLike | None = None) -> CopyHyper:
     """:class:`CopyHyper` of a :class:`~jaxattn.copyhead.network.CopyArch` at inverse temperature ``N``.
 
     Args:
@@ -85,7 +84,7 @@ def hyper(arch: cm.CopyArch, N: float = 1.0, dtype: DTypeLike | None = None) -> 
     arch.validate()
     N = check_N(N)
     g = float(arch.L) if (arch.attention == "linear" and arch.linear_norm == "L") else 1.0
-    vals = (arch.L, arch.V, arch.beta, arch.omega, arch.sigma_G2, N, cm.n_loss_positions(arch), g)
+    vals = (arch.L, arch.V, arch.beta, arch.omega, arch.sigma_G2, N, network.n_loss_positions(arch), g)
     dtype = dtype or jnp.result_type(float)
     return CopyHyper(*(jnp.asarray(v, dtype) for v in vals))
 
@@ -131,7 +130,9 @@ def attention_stats(A: Float[Array, "L L"], cyclic: bool = True) -> ActionStats:
     )
 
 
-def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N: float = 1.0) -> Float[Array, ""]:
+def exact_action(
+    G: Float[Array, "L L"], st: network.CopyStats, arch: network.CopyArch, N: float = 1.0
+) -> Float[Array, ""]:
     """``S(G)`` of (B.3a) for the data set ``st`` (``-ln`` of the marginal posterior of ``G`` up to a
     constant): Cholesky of ``M = I/omega + kappa C``, ``tr(B^T M^{-1} B) = |chol(M)^{-1} B|^2`` and
     ``ln det(I + kappa omega C) = V ln omega + ln det M``. Jit- and grad-able in ``G``.
@@ -145,14 +146,14 @@ def exact_action(G: Float[Array, "L L"], st: cm.CopyStats, arch: cm.CopyArch, N:
     Returns:
         The action ``S(G)``, scalar.
     """
-    A = cm.attention(G, arch)
-    C, B = cm.moments(A, st.K.astype(A.dtype), arch)
+    A = network.attention(G, arch)
+    C, B = network.moments(A, st.K.astype(A.dtype), arch)
     V = arch.V
     kappa = arch.beta / arch.L
     M = jnp.eye(V, dtype=A.dtype) / arch.omega + kappa * C
     chol = jnp.linalg.cholesky(M)
     Z = jnp.linalg.solve(chol, B)  # chol Z = B (triangular; V is small)
-    Y2 = st.n.astype(A.dtype) * cm.n_loss_positions(arch)
+    Y2 = st.n.astype(A.dtype) * network.n_loss_positions(arch)
     energy = jnp.sum(G**2) / (2 * arch.sigma_G2) + kappa / 2 * Y2 - kappa**2 / 2 * jnp.sum(Z**2)
     logdet = V * jnp.log(arch.omega) + 2.0 * jnp.sum(jnp.log(jnp.diagonal(chol)))
     scale, occam = _weights(jnp.asarray(N, A.dtype))
@@ -186,7 +187,7 @@ def reduced_action(st: ActionStats, G2: Float[Array, "*b"], P: Float[Array, "*b"
 
 
 def reduced_action_of_G(
-    G: Float[Array, "L L"], P: Float[Array, ""], arch: cm.CopyArch, N: float = 1.0
+    G: Float[Array, "L L"], P: Float[Array, ""], arch: network.CopyArch, N: float = 1.0
 ) -> Float[Array, ""]:
     """(B.3b) evaluated at an arbitrary logit matrix ``G`` (its attention's statistics, ``|G|^2``).
 
@@ -199,7 +200,7 @@ def reduced_action_of_G(
     Returns:
         The reduced action, scalar.
     """
-    st = attention_stats(cm.attention(G, arch), arch.cyclic)
+    st = attention_stats(network.attention(G, arch), arch.cyclic)
     h = hyper(arch, 1.0, G.dtype)._replace(N=jnp.asarray(N, G.dtype))  # N may be traced
     return reduced_action(st, jnp.sum(G**2), P, h)
 

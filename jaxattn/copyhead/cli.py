@@ -53,13 +53,13 @@ def copy():
 def train(P, seeds, inits, progress, out, figure, as_json, **o):
     """Full-batch Adam on U over P x seeds x inits; report the global minimum per P."""
     from jaxattn import io
-    from jaxattn.copyhead import experiments as ex
+    from jaxattn.copyhead import experiments
     from jaxattn.copyhead.plots import copy_figure
 
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
-    ds = ex.train(config_from(CopyConfig, o), P=P, seed=list(range(seeds)), init=inits, progress=progress)
-    best = ex.global_minimum(ds)
+    ds = experiments.train(config_from(CopyConfig, o), P=P, seed=list(range(seeds)), init=inits, progress=progress)
+    best = experiments.global_minimum(ds)
     if out:
         io.save(ds, out)
     if figure:
@@ -101,22 +101,22 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
 def sample(P, starts, progress, out, figure, arviz_path, as_json, **o):
     """SGLD chains on exp(-N U) from uniform and copy starts; report posterior means per P."""
     from jaxattn import io
-    from jaxattn.copyhead import experiments as ex
+    from jaxattn.copyhead import experiments
     from jaxattn.copyhead.plots import copy_figure
 
-    ds = ex.sample(config_from(CopyData, o), config_from(SGLDConfig, o), P=P, start=starts, progress=progress)
+    ds = experiments.sample(config_from(CopyData, o), config_from(SGLDConfig, o), P=P, start=starts, progress=progress)
     if out:
         io.save(ds, out)
     if arviz_path:
         from jaxattn.core.diagnostics import to_arviz
 
-        to_arviz(ds, list(ex.SAMPLE_OBSERVABLES)).to_netcdf(arviz_path)
+        to_arviz(ds, list(experiments.SAMPLE_OBSERVABLES)).to_netcdf(arviz_path)
     if figure:
         copy_figure(None, ds, path=figure)
     starts_ = ds["start"].values.tolist()
     head = {}
     for k in HEADLINE:
-        s = ex.posterior_summary(ds, k)
+        s = experiments.posterior_summary(ds, k)
         head[k] = {st: _scalar_or_list(s["mean"].sel(start=st).values) for st in ds["start"].values.tolist()}
         if k == "prev_weight":
             head["prev_weight_se"] = {
@@ -170,7 +170,7 @@ def _N(_ctx, param, value):
 @clean_errors
 def theory(N, P, as_json, **o):
     """Minima of the reduced action: softmax P*, spinodals and jump; linear onsets and crossover."""
-    from jaxattn.copyhead.softmax import theory_summary
+    from jaxattn.copyhead.curves import theory_summary
 
     Ps = None
     if P is not None:
@@ -244,10 +244,10 @@ def landscape(
 ):
     """Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token weight, with P*
     from sampling; linear along |a_G|, with the minimum against the theory's."""
-    from jaxattn.copyhead import landscape as ls
+    from jaxattn.copyhead import landscape
     from jaxattn.copyhead.plots import sampled_landscape_figure
 
-    r = ls.landscape(
+    r = landscape.landscape(
         config_from(CopyArch, o),
         P,
         N,
@@ -267,7 +267,7 @@ def landscape(
     emit(
         {
             **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
-            **ls.window_diagnostics(profs),
+            **landscape.window_diagnostics(profs),
             "figure": figure,
         },
         as_json,

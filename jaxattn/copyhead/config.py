@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import network
 from jaxattn.core import checks
 
 
@@ -27,7 +27,7 @@ def _h(text: str, **more) -> dict:
 
 
 @dataclass(frozen=True)
-class CopyData(cm.CopyArch):
+class CopyData(network.CopyArch):
     """The network plus what every copy-head simulation shares: the test set and the two kinds
     of start.
 
@@ -156,7 +156,7 @@ class SGLDConfig:
         checks.integer("chain_seed", self.chain_seed, 0)
         return self
 
-    def step_sizes(self, arch: cm.CopyArch, n: ArrayLike | Sequence[float]) -> cm.CopyParams:
+    def step_sizes(self, arch: network.CopyArch, n: ArrayLike | Sequence[float]) -> network.CopyParams:
         """Per-block step sizes for ``n`` samples (arrays, so a ``P`` grid gets one each).
 
         Args:
@@ -172,7 +172,7 @@ class SGLDConfig:
         eW = self.step_fraction / (self.N * (arch.beta * n / arch.V + 1.0 / arch.omega))
         eG = np.full_like(n, self.eps_G) if self.eps_G is not None else eG
         eW = np.full_like(n, self.eps_W) if self.eps_W is not None else eW
-        return cm.CopyParams(jnp.asarray(eG, jnp.float32), jnp.asarray(eW, jnp.float32))
+        return network.CopyParams(jnp.asarray(eG, jnp.float32), jnp.asarray(eW, jnp.float32))
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ class CopySGLDConfig(SGLDConfig, CopyData):
 
 
 @dataclass(frozen=True)
-class CopyLandscapeConfig(cm.CopyArch):
+class CopyLandscapeConfig(network.CopyArch):
     """The umbrella sampling of the marginal posterior of ``G`` (``jaxattn.copyhead.landscape``;
     axes ``P``, ``data_seed``, ``window``, ``chain``): the network, the windows and the sampler.
 
@@ -225,7 +225,7 @@ class CopyLandscapeConfig(cm.CopyArch):
         n_windows: windows per ``P`` (the placement's targets, padded to this many; one shape,
             hence one compile, for every ``P``).
         c_lo, c_hi: the span of the targets on the windows' coordinate (``c_G`` for softmax,
-            ``|a_G|`` for linear; default ``landscape.default_range``).
+            ``|a_G|`` for linear; default :func:`jaxattn.copyhead.landscape.windows.default_range`).
         max_spacing: the targets' largest spacing.
         spring: the windows' spring constant (default: from the reduced action).
         burn_in: SGLD steps before the first draw.
@@ -290,7 +290,7 @@ class CopyTheoryConfig:
     precision: str = field(default="float64", metadata=_h("float64, or float32 (accuracy in the docs)."))
 
     def validate(self) -> CopyTheoryConfig:
-        checks.choice("attention", self.attention, cm.ATTENTIONS)
-        checks.choice("linear_norm", self.linear_norm, cm.LINEAR_NORMS)
+        checks.choice("attention", self.attention, network.ATTENTIONS)
+        checks.choice("linear_norm", self.linear_norm, network.LINEAR_NORMS)
         checks.choice("precision", self.precision, ("float64", "float32"))
         return self

@@ -21,8 +21,7 @@ import scipy.linalg
 from jax.typing import ArrayLike
 from jaxtyping import Array, Float
 
-from jaxattn.copyhead import action as ca
-from jaxattn.copyhead import network as cm
+from jaxattn.copyhead import action, network
 from jaxattn.core import precision
 
 
@@ -41,7 +40,7 @@ class LinearMinimum(NamedTuple):
     S: Float[Array, "*b"]
 
 
-def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 41, n_newton: int = 25) -> LinearMinimum:
+def linear_minimum(P: Float[Array, ""], h: action.CopyHyper, n_grid: int = 41, n_newton: int = 25) -> LinearMinimum:
     """Global minimum of ``S(a_1, a_G)`` over ``a_1 in [-1, 1.5]``, ``a_G in [0, 1.5]`` (the sign
     of ``A`` is a gauge, ``(G, W) -> (-G, -W)``): best grid point, then damped Newton (Hessian
     shifted to be positive definite, best of a ladder of step fractions). Spec B, section 3,
@@ -59,8 +58,8 @@ def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 41, n_new
     dt = jnp.result_type(P, float)
     a1g = jnp.linspace(-1.0, 1.5, n_grid, dtype=dt)
     aGg = jnp.linspace(0.0, 1.5, n_grid, dtype=dt)
-    f = lambda z: ca.linear_action(z[0], z[1], P, h)  # noqa: E731
-    Y = jax.vmap(lambda a: jax.vmap(lambda b: ca.linear_action(a, b, P, h))(aGg))(a1g)
+    f = lambda z: action.linear_action(z[0], z[1], P, h)  # noqa: E731
+    Y = jax.vmap(lambda a: jax.vmap(lambda b: action.linear_action(a, b, P, h))(aGg))(a1g)
     i, j = jnp.unravel_index(jnp.argmin(Y), Y.shape)
     z0 = jnp.stack([a1g[i], aGg[j]])
     fracs = 2.0 ** -jnp.arange(12, dtype=dt)
@@ -83,7 +82,7 @@ def linear_minimum(P: Float[Array, ""], h: ca.CopyHyper, n_grid: int = 41, n_new
 
 @jax.jit
 def linear_hessian_coefficients(
-    h: ca.CopyHyper,
+    h: action.CopyHyper,
 ) -> tuple[Float[Array, "2 2"], Float[Array, "2 2"], Float[Array, "2 2"]]:
     """``(K0, K1, K2)`` with ``Hess S(a_1, a_G)|_0 = K0 + P K1 - P^2 K2`` (exact: at ``A = 0`` the
     prior is ``P``-independent, the Occam term linear and the data term quadratic in ``P``).
@@ -94,7 +93,7 @@ def linear_hessian_coefficients(
     Returns:
         ``(K0, K1, K2)``, each of shape (2, 2) in ``(a_1, a_G)``.
     """
-    hess = jax.hessian(lambda z, P: ca.linear_action(z[0], z[1], P, h))
+    hess = jax.hessian(lambda z, P: action.linear_action(z[0], z[1], P, h))
     Hs = [hess(jnp.zeros(2, h.L.dtype), jnp.asarray(P, h.L.dtype)) for P in (0.0, 1.0, 2.0)]
     K0 = Hs[0]
     K2 = -(Hs[2] - 2 * Hs[1] + Hs[0]) / 2
@@ -149,7 +148,7 @@ def kind_of(a1: float, aG: float, L: float) -> str:
     return "pooling" if abs(a1 + aG) > abs(aG) * np.sqrt(L - 1) else "copying"
 
 
-def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
+def linear_onsets(arch: network.CopyArch, N: float = 1.0) -> LinearOnsets:
     """Second-order onsets of linear attention from the Hessian at ``A = 0``: the generalised
     eigenproblem ``[[0, I], [K0, K1]] z = P [[I, 0], [0, K2]] z`` (``z = (v, P v)``). Spec B,
     section 3: the onset is where the Hessian at ``A = 0`` first gets a negative direction.
@@ -163,7 +162,7 @@ def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
             ``a_G`` / ``a_1`` roots and the closed-form ``P_c``.
     """
     with precision.float64():
-        h = ca.hyper(arch, N)
+        h = action.hyper(arch, N)
         K0, K1, K2 = (np.asarray(k) for k in linear_hessian_coefficients(h))
     Z, I2 = np.zeros((2, 2)), np.eye(2)
     # scipy's stubs return a union over the keyword flags: this is (w complex, vr real or complex)
@@ -189,7 +188,7 @@ def linear_onsets(arch: cm.CopyArch, N: float = 1.0) -> LinearOnsets:
     )
 
 
-def linear_scan(Ps: Float[Array, " nP"], h: ca.CopyHyper) -> LinearMinimum:
+def linear_scan(Ps: Float[Array, " nP"], h: action.CopyHyper) -> LinearMinimum:
     """:func:`linear_minimum` at every ``P`` of a grid (vmapped).
 
     Args:

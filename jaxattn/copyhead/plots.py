@@ -105,17 +105,16 @@ def softmax_phase_data(
     import jax
     import jax.numpy as jnp
 
-    from jaxattn.copyhead import action as ca
-    from jaxattn.copyhead import softmax as cph
+    from jaxattn.copyhead import action, softmax
 
     Ls = np.unique(np.round(np.geomspace(16, L_max, n_L)).astype(int))
     with jax.enable_x64(True):
-        base = ca.hyper(CopyArch(16, 4), N)
-        pd = cph.softmax_phase_diagram(
+        base = action.hyper(CopyArch(16, 4), N)
+        pd = softmax.softmax_phase_diagram(
             jnp.asarray(Ls, float), jnp.asarray(Vs, float), jnp.geomspace(0.2, 5.0, n_P), base
         )
         pd = {k: np.asarray(v) for k, v in pd._asdict().items()}
-        cf = np.asarray(cph.p_star_closed_form(jnp.asarray(Ls, float)[:, None], jnp.asarray(Vs, float)[None, :]))
+        cf = np.asarray(softmax.p_star_closed_form(jnp.asarray(Ls, float)[:, None], jnp.asarray(Vs, float)[None, :]))
     fo = pd["first_order"] > 0.5
     fits = {}
     for j, V in enumerate(Vs):
@@ -138,9 +137,9 @@ def linear_threshold_data(N: float = 1.0) -> dict[str, list[tuple]]:
 
     Returns:
         ``{"V": rows, "L": rows}``, each row ``(L, V, p_onset, p_crossover, p_copy, onset_kind)``
-            from :func:`~jaxattn.copyhead.softmax.theory_summary`.
+            from :func:`~jaxattn.copyhead.curves.theory_summary`.
     """
-    from jaxattn.copyhead import softmax as cph
+    from jaxattn.copyhead import curves
 
     out = {}
     for name, grid in (
@@ -149,7 +148,7 @@ def linear_threshold_data(N: float = 1.0) -> dict[str, list[tuple]]:
     ):
         rows = []
         for L, V in grid:
-            s = cph.theory_summary(CopyArch(L, V, "linear"), N, n_P_linear=80)
+            s = curves.theory_summary(CopyArch(L, V, "linear"), N, n_P_linear=80)
             rows.append((L, V, s["p_onset"], s["p_crossover"], s["p_copy"], s["onset_kind"]))
         out[name] = rows
     return out
@@ -171,12 +170,12 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
         JSON-ready dict: ``L``, the ``fits`` per ``V``, ``P_star_V4``, ``first_order_V4``, the
             ``linear`` rows and, with ``critical``, ``critical_point_V4``.
     """
-    from jaxattn.copyhead import softmax as cph
+    from jaxattn.copyhead import softmax
     from jaxattn.plots import plt
 
     os.makedirs(out_dir, exist_ok=True)
     Ls, Vs, pd, cf, fits = softmax_phase_data(L_max, n_P=n_P)
-    crit = cph.softmax_critical_point(CopyArch(32, 4)) if critical else None
+    crit = softmax.softmax_critical_point(CopyArch(32, 4)) if critical else None
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     for j, V in enumerate(Vs):
         if V not in (2, 4, 8, 32):
@@ -252,28 +251,27 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin: tuple[int, int] = 
     import jax
     import jax.numpy as jnp
 
-    from jaxattn.copyhead import action as ca
-    from jaxattn.copyhead import softmax as cph
+    from jaxattn.copyhead import action, curves, linear
     from jaxattn.plots import plt
 
-    s = cph.theory_summary(CopyArch(L, V))
-    on = cph.linear_onsets(CopyArch(*lin, "linear"))
+    s = curves.theory_summary(CopyArch(L, V))
+    on = linear.linear_onsets(CopyArch(*lin, "linear"))
     fig, ax = plt.subplots(1, 4, figsize=(17, 3.9))
     with jax.enable_x64(True):
-        h = ca.hyper(CopyArch(L, V))
+        h = action.hyper(CopyArch(L, V))
         c = jnp.linspace(-1.0, 4.0, 600)
         for k, f in enumerate((0.8, 0.95, 1.0, 1.05, 1.25)):
             P = f * s["p_star"]
-            y = np.asarray(ca.softmax_action(c, jnp.float64(P), h))
+            y = np.asarray(action.softmax_action(c, jnp.float64(P), h))
             ax[0].plot(np.asarray(c), y - y.min(), color=f"C{k}", label=f"P = {P:.0f}")
         ax[0].set(ylim=(0, 6), xlabel="c_G", ylabel="S - min S", title=f"softmax L={L}, V={V}: P* = {s['p_star']:.0f}")
         ax[0].legend(fontsize=7)
-        hl = ca.hyper(CopyArch(*lin, "linear"))
+        hl = action.hyper(CopyArch(*lin, "linear"))
         a1, aG = jnp.linspace(-0.3, 0.5, 161), jnp.linspace(-0.1, 0.4, 161)
         for a, f in zip(ax[1:], (0.7, 1.5, 5.0)):
             P = jnp.float64(f * on.P_onset)
-            Z = np.asarray(jax.vmap(lambda x, P=P: jax.vmap(lambda y: ca.linear_action(x, y, P, hl))(aG))(a1))
-            m = cph.linear_minimum(P, hl)
+            Z = np.asarray(jax.vmap(lambda x, P=P: jax.vmap(lambda y: action.linear_action(x, y, P, hl))(aG))(a1))
+            m = linear.linear_minimum(P, hl)
             a.contourf(np.asarray(aG), np.asarray(a1), np.log1p(Z - Z.min()), 30, cmap="viridis")
             a.plot([float(m.aG)], [float(m.a1)], "r*", ms=10)
             a.set(xlabel="a_G", ylabel="a_1", title=f"linear L={lin[0]}, V={lin[1]}: P = {float(P):.0f}")

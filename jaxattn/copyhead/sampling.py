@@ -11,10 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxattn.copyhead import network as cm
-from jaxattn.copyhead import task
+from jaxattn.copyhead import network, task
 from jaxattn.copyhead.config import CopyData
-from jaxattn.copyhead.experiments import data_key
+from jaxattn.copyhead.data import data_key
 from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core.attention import prefix_mask
 
@@ -60,10 +59,10 @@ def nuts_reference(
     arch = config.arch
     with precision.float64():
         X = task.one_hot(task.tokens(data_key(data_seed), P, arch.L, arch.V), arch.V, jnp.float64)
-        st = cm.stats(X, prefix_mask(P, P))
-        pot = lambda p: N * cm.loss(p, st, arch)  # noqa: E731
+        st = network.stats(X, prefix_mask(P, P))
+        pot = lambda p: N * network.loss(p, st, arch)  # noqa: E731
         keys = jax.random.split(jax.random.key(seed), n_chains + 1)
-        init = jax.vmap(lambda k: cm.init(k, arch, 0.1, dtype=jnp.float64))(keys[1:])
+        init = jax.vmap(lambda k: network.init(k, arch, 0.1, dtype=jnp.float64))(keys[1:])
         mcmc = MCMC(
             NUTS(potential_fn=pot),
             num_warmup=n_warmup,
@@ -76,7 +75,7 @@ def nuts_reference(
         draws = mcmc.get_samples(group_by_chain=True)
 
         def obs(p):
-            return dict(cm.order_parameters(p.G, arch), U=cm.loss(p, st, arch))
+            return dict(network.order_parameters(p.G, arch), U=network.loss(p, st, arch))
 
         out = jax.device_get(jax.vmap(jax.vmap(obs))(draws))
     draws_np = {k: np.asarray(v) for k, v in out.items()}

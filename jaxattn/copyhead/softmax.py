@@ -12,38 +12,25 @@ two minima there is no jump; ``P*`` is then the steepest point of the continuous
 ``S' = S'' = S''' = 0``).
 
 Linear attention (its 2-D minimum, the onsets from the Hessian at ``A = 0``, the crossover) is in
-:mod:`jaxattn.copyhead.linear`; its names are re-exported here, and :func:`linear_curves` and
-:func:`theory_summary` cover both attentions.
+:mod:`jaxattn.copyhead.linear`; the curves against ``P`` and the summary of both are
+:mod:`jaxattn.copyhead.curves`.
 
 Public helpers run in float64 (``jax.enable_x64`` inside) and return NumPy values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.typing import ArrayLike, DTypeLike
+from jax.typing import DTypeLike
 from jaxtyping import Array, Float
 
-from jaxattn.copyhead import action as ca
-from jaxattn.copyhead import network as cm
-from jaxattn.copyhead.linear import (  # noqa: F401
-    LinearMinimum,
-    LinearOnsets,
-    kind_of,
-    linear_crossover,
-    linear_hessian_coefficients,
-    linear_minimum,
-    linear_onsets,
-    linear_scan,
-    linear_scan_jit,
-)
-from jaxattn.core import precision
+from jaxattn.copyhead import action, network
+from jaxattn.core import checks, precision
 
 N_C = 1024  # c_G grid points
 P_BATCH = 8  # P values per lax.map step of a scan
@@ -112,11 +99,11 @@ class SoftmaxGrid(NamedTuple):
     """
 
     c: Float[Array, " n_c"]
-    st: ca.ActionStats
+    st: action.ActionStats
     G2: Float[Array, " n_c"]
 
 
-def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
+def softmax_grid(h: action.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
     """``c_G`` grid, ``(s, q)`` and ``|G|^2`` on it: they do not depend on ``P``, so a scan over
     ``P`` computes them once (``u = n = n_pos`` stay scalars).
 
@@ -128,12 +115,12 @@ def softmax_grid(h: ca.CopyHyper, n_c: int = N_C) -> SoftmaxGrid:
         Named tuple :class:`SoftmaxGrid` with the grid ``c``, its statistics ``st`` and ``G2``, shape (n_c,).
     """
     cg = c_grid(h.L, n_c)
-    st, G2 = ca.softmax_stats(cg, h)
+    st, G2 = action.softmax_stats(cg, h)
     return SoftmaxGrid(cg, st._replace(u=h.n_pos, n=h.n_pos), G2)
 
 
 def softmax_minima(
-    P: Float[Array, ""], h: ca.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
+    P: Float[Array, ""], h: action.CopyHyper, n_c: int = N_C, grid: SoftmaxGrid | None = None
 ) -> SoftmaxMinima:
     """Local minima of ``S(c_G)`` at one ``P``: grid scan, then Newton inside each bracket
     (Spec B, section 3, "Minima"; ``S`` is (B.3b) on the softmax ansatz).
@@ -150,14 +137,14 @@ def softmax_minima(
     grid = softmax_grid(h, n_c) if grid is None else grid
     cg = grid.c
     n_c = cg.shape[0]
-    y = ca.reduced_action(grid.st, grid.G2, P, h)
+    y = action.reduced_action(grid.st, grid.G2, P, h)
     is_min = (y[1:-1] < y[:-2]) & (y[1:-1] <= y[2:])
     idx = jnp.arange(1, n_c - 1)
     n_min = jnp.sum(is_min)
     i_glob = jnp.argmin(y)
     i_lo = jnp.where(n_min > 0, jnp.min(jnp.where(is_min, idx, n_c)), i_glob)
     i_hi = jnp.where(n_min > 0, jnp.max(jnp.where(is_min, idx, -1)), i_glob)
-    f = lambda c: ca.softmax_action(c, P, h)  # noqa: E731
+    f = lambda c: action.softmax_action(c, P, h)  # noqa: E731
 
     def refine(i):
         lo, hi = cg[jnp.maximum(i - 1, 0)], cg[jnp.minimum(i + 1, n_c - 1)]
@@ -220,7 +207,7 @@ def _bisect(pred, lo, hi, n_iter):
 
 
 def softmax_transition(
-    Ps: Float[Array, " nP"], h: ca.CopyHyper, n_c: int = N_C, n_bisect: int = 40
+    Ps: Float[Array, " nP"], h: action.CopyHyper, n_c: int = N_C, n_bisect: int = 40
 ) -> tuple[SoftmaxTransition, SoftmaxMinima]:
     """The transition on an increasing grid ``Ps`` (traceable; vmap over hyper-parameters), and
     the minima at every grid ``P`` (Spec B, section 3, "Minima": the first-order jump at ``P*``).
@@ -273,8 +260,8 @@ def softmax_transition(
         first_order.astype(Ps.dtype),
         c_below,
         c_above,
-        ca.prev_weight_softmax(c_below, h.L),
-        ca.prev_weight_softmax(c_above, h.L),
+        action.prev_weight_softmax(c_below, h.L),
+        action.prev_weight_softmax(c_above, h.L),
         jnp.where(first_order, c_above - c_below, 0.0),
     )
     return tr, m
@@ -307,7 +294,7 @@ def softmax_phase_diagram(
     Ls: Float[Array, " nL"],
     Vs: Float[Array, " nV"],
     x: Float[Array, " nP"],
-    base: ca.CopyHyper,
+    base: action.CopyHyper,
     n_c: int = N_C,
     n_bisect: int = 40,
 ) -> SoftmaxTransition:
@@ -339,7 +326,7 @@ def _cusp(z, h):
     """``(S', S'', S''')`` in ``c`` at ``z = (c, ln P, L)`` (all zero at the critical point)."""
     c, lP, L = z
     hh = h._replace(L=L, n_pos=L)
-    f = lambda c: ca.softmax_action(c, jnp.exp(lP), hh) / jnp.exp(lP)  # noqa: E731
+    f = lambda c: action.softmax_action(c, jnp.exp(lP), hh) / jnp.exp(lP)  # noqa: E731
     d1 = jax.grad(f)
     d2 = jax.grad(d1)
     return jnp.stack([d1(c), d2(c), jax.grad(d2)(c)])
@@ -363,7 +350,7 @@ class CriticalPoint(NamedTuple):
 
 
 def softmax_critical_point(
-    arch: cm.CopyArch, N: float = 1.0, L_bracket: tuple[float, float] = (4.0, 64.0), n_P: int = 2000
+    arch: network.CopyArch, N: float = 1.0, L_bracket: tuple[float, float] = (4.0, 64.0), n_P: int = 2000
 ) -> CriticalPoint:
     """Where the first-order line ends (cyclic boundary, real ``L``): bisection in ``L`` on
     whether two minima coexist somewhere on a fine ``P`` grid (``n_P`` points from 0.3 to 3 times
@@ -384,7 +371,7 @@ def softmax_critical_point(
         ValueError: if ``L_bracket`` does not bracket the end of the first-order line.
     """
     with precision.float64():
-        h0 = ca.hyper(arch, N)
+        h0 = action.hyper(arch, N)
         x = jnp.geomspace(0.3, 3.0, n_P)
 
         @jax.jit
@@ -414,155 +401,11 @@ def softmax_critical_point(
         return CriticalPoint(float(zn[2]), float(np.exp(zn[1])), float(zn[0]), res)
 
 
-# --- summaries (NumPy / JSON) --------------------------------------------------------------------
-
-
-def _f(x):
-    x = float(x)
-    return None if np.isnan(x) else x
-
-
-def _bucketed(fn, Ps):
-    """``fn`` (jitted, vmapped over ``P``) on ``Ps`` padded to a power-of-two length: one compile
-    per size bucket instead of one per length."""
-    n = len(Ps)
-    m = 1 << max(0, (n - 1).bit_length())
-    out = fn(jnp.concatenate([Ps, jnp.full((m - n,), Ps[-1], Ps.dtype)]))
-    return jax.tree_util.tree_map(lambda x: x[:n], out)
-
-
-@jax.jit
-def _softmax_scan(Ps, h):
-    grid = softmax_grid(h)
-    return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
-
-
-def softmax_curves(arch: cm.CopyArch, P: ArrayLike | Sequence[float], N: float = 1.0) -> dict[str, np.ndarray]:
-    """The theory against ``P``: global minimum ``c_G``, previous-token weight and test error,
-    and both branches (``*_uniform``, ``*_copy``; equal where only one minimum exists).
-
-    Args:
-        arch: the network.
-        P: numbers of training sequences (positive, 1-D).
-        N: inverse temperature.
-
-    Returns:
-        NumPy arrays of shape (nP,) keyed ``P``, ``n_minima``, ``S`` and ``c_G``, ``prev_weight``,
-            ``test_error`` with the suffixes ``""`` (global), ``_uniform`` and ``_copy``.
-    """
-    with precision.float64():
-        h = ca.hyper(arch, N)
-        Ps = jnp.asarray(ca.check_P(P))
-        m = _bucketed(lambda x: _softmax_scan(x, h), Ps)
-        out = {"P": np.asarray(Ps), "n_minima": np.asarray(m.n_minima)}
-        for tag, c in (("", m.c), ("_uniform", m.c_lo), ("_copy", m.c_hi)):
-            st, _ = ca.softmax_stats(c, h)
-            out["c_G" + tag] = np.asarray(c)
-            out["prev_weight" + tag] = np.asarray(st.s / h.n_pos)
-            out["test_error" + tag] = np.asarray(ca.test_error(st, Ps, h))
-        out["S"] = np.asarray(m.S)
-        return out
-
-
-def linear_curves(arch: cm.CopyArch, P: ArrayLike | Sequence[float], N: float = 1.0) -> dict[str, np.ndarray]:
-    """The linear theory against ``P``: ``(a_1, a_G)``, previous-token weight, test error.
-
-    Args:
-        arch: the network.
-        P: numbers of training sequences (positive, 1-D).
-        N: inverse temperature.
-
-    Returns:
-        NumPy arrays of shape (nP,) keyed ``P``, ``a1``, ``aG``, ``prev_weight``, ``test_error``
-            and ``S``.
-    """
-    with precision.float64():
-        h = ca.hyper(arch, N)
-        Ps = jnp.asarray(ca.check_P(P))
-        m = _bucketed(lambda x: linear_scan_jit(x, h), Ps)
-        st, _ = ca.linear_stats(m.a1, m.aG, h)
-        return {
-            "P": np.asarray(Ps),
-            "a1": np.asarray(m.a1),
-            "aG": np.asarray(m.aG),
-            "prev_weight": np.asarray(st.s / h.n_pos),
-            "test_error": np.asarray(ca.test_error(st, Ps, h)),
-            "S": np.asarray(m.S),
-        }
-
-
-def theory_summary(
-    arch: cm.CopyArch,
-    N: float = 1.0,
-    P: ArrayLike | Sequence[float] | None = None,
-    n_P: int = 400,
-    n_P_linear: int = 128,
-) -> dict:
-    """Headline numbers of the theory (JSON-ready): softmax ``P*``, spinodals, jump, closed form;
-    linear onsets, kind, crossover. With ``P`` given, the curves at those ``P`` too.
-
-    Args:
-        arch: the network; ``arch.attention`` picks the softmax or the linear summary.
-        N: inverse temperature (``inf`` allowed).
-        P: optional numbers of sequences for the curves (:func:`softmax_curves` /
-            :func:`linear_curves`).
-        n_P: softmax: ``P`` grid points (0.05 to 20 times the closed-form ``P*``) for ``P*``.
-        n_P_linear: linear: ``P`` grid points (0.3 to 100 times the onset) for the crossover.
-
-    Returns:
-        A JSON-ready dict: the architecture, then the softmax transition or the linear onsets and
-            crossover (NaN as ``None``), and ``curves`` (lists) when ``P`` is given.
-    """
-    N = ca.check_N(N)
-    arch = arch.validate()
-    out = {
-        "attention": arch.attention,
-        "L": arch.L,
-        "V": arch.V,
-        "N": N if np.isfinite(N) else "inf",
-        "beta": arch.beta,
-        "omega": arch.omega,
-        "sigma_G2": arch.sigma_G2,
-        "cyclic": arch.cyclic,
-    }
-    if arch.attention == "softmax":
-        with precision.float64():
-            h = ca.hyper(arch, N)
-            pcf = float(p_star_closed_form(jnp.float64(arch.L), jnp.float64(arch.V), arch.beta, arch.sigma_G2))
-            Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)
-            tr, _ = jax.jit(softmax_transition)(Ps, h)
-            tr = SoftmaxTransition(*(np.asarray(v) for v in tr))
-        out.update(
-            p_star=_f(tr.P_star),
-            first_order=bool(tr.first_order > 0.5),
-            p_spinodal_lo=_f(tr.P_spinodal_lo),
-            p_spinodal_hi=_f(tr.P_spinodal_hi),
-            c_below=_f(tr.c_below),
-            c_above=_f(tr.c_above),
-            jump=_f(tr.jump),
-            prev_weight_below=_f(tr.a_below),
-            prev_weight_above=_f(tr.a_above),
-            p_star_closed_form=pcf,
-            p_star_L_ln2L_over_4=arch.L * np.log(arch.L) ** 2 / 4,
-        )
-        curves = softmax_curves(arch, P, N) if P is not None else None
-    else:
-        on = linear_onsets(arch, N)
-        Ps = np.geomspace(0.3, 100.0, n_P_linear) * on.P_onset
-        lc = linear_curves(arch, Ps, N)
-        out.update(
-            p_onset=on.P_onset,
-            onset_kind=on.kind,
-            onset_direction=list(on.direction),
-            p_second_root=_f(on.P_second),
-            p_copy=_f(on.P_copy),
-            p_pool=_f(on.P_pool),
-            p_c_closed_form=on.P_c_closed,
-            p_crossover=_f(linear_crossover(Ps, lc["a1"], lc["aG"], arch.L)),
-            V2=arch.V**2,
-            L32_V12=arch.L**1.5 * arch.V**0.5,
-        )
-        curves = linear_curves(arch, P, N) if P is not None else None
-    if curves is not None:
-        out["curves"] = {k: [_f(x) for x in v] for k, v in curves.items()}
-    return out
+_MOVED = {
+    **{
+        n: "jaxattn.copyhead.linear"
+        for n in ("LinearMinimum", "LinearOnsets", "kind_of", "linear_crossover", "linear_minimum", "linear_onsets")
+    },
+    **{n: "jaxattn.copyhead.curves" for n in ("softmax_curves", "linear_curves", "theory_summary")},
+}
+__getattr__ = checks.moved("jaxattn.copyhead.softmax", _MOVED)

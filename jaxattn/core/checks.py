@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -140,3 +140,25 @@ def integer_list(name: str, values: Any, minimum: int) -> list[int]:
     if vals.ndim != 1 or vals.size == 0:
         raise ValueError(f"{name} must be a non-empty list of integers, got {values!r}")
     return [integer(name, v, minimum) for v in vals.tolist()]
+
+
+def moved(module: str, paths: dict[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` for names that have moved: ``module.name`` raises an
+    ``AttributeError`` that names the new path, one line, instead of a bare "no attribute".
+
+    Args:
+        module: The module's dotted name.
+        paths: Old name -> the new path: a module (the name is appended) or a sentence.
+
+    Returns:
+        The ``__getattr__`` function.
+    """
+
+    def getattr_(name: str) -> Any:
+        if name in paths:
+            new = paths[name]
+            where = new if " " in new or new.endswith(")") else f"{new}.{name}"
+            raise AttributeError(f"{module}.{name} has moved: use {where}")
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return getattr_

@@ -1,6 +1,6 @@
 """Umbrella sampling along an order parameter, combined with MBAR (``pymbar``): the free-energy
 profile ``F(a) = -ln p(a)`` of a target ``p(theta) ~ exp(-N U(theta))`` along ``a = order(theta)``,
-across barriers that plain chains do not cross (issue 13; used for the copy head's first-order
+across barriers that plain chains do not cross (used for the copy head's first-order
 transition, ``docs/theory/copy_head.md``).
 
 Window ``k`` samples the biased target
@@ -8,8 +8,8 @@ Window ``k`` samples the biased target
     p_k(theta) ~ exp(-N U(theta) - (kappa_k / 2) (order(theta) - a_k)^2),
 
 that is ``exp(-N U_k)`` with ``U_k = U + kappa_k (order - a_k)^2 / (2 N)``, by the SGLD kernel of
-:mod:`jaxattn.core.kernels.sgld`; every window and chain runs in one jitted, vmapped program
-(:func:`sample_windows`). The windows' draws of ``a`` are then reweighted to the unbiased target
+:mod:`jaxattn.core.kernels.sgld` on :func:`biased_potential` (the copy head's windows run on the
+engine, every window and chain in one compiled program: :mod:`jaxattn.copyhead.landscape`). The windows' draws of ``a`` are then reweighted to the unbiased target
 by MBAR (started from BAR between neighbouring windows, which converges where a cold start
 stalls on barriers of tens of ``kT``): the reduced potential of draw ``n`` in window ``k`` is ``u_k(a_n) = kappa_k (a_n - a_k)^2 / 2``
 (``N U`` is common to every window and cancels), and ``pymbar.FES`` histograms the unbiased
@@ -29,15 +29,11 @@ is left as it was.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
-
-from jaxattn.core.kernels import sgld as sg
+from jaxtyping import Array, Float
 
 
 class Windows(NamedTuple):
@@ -147,94 +143,6 @@ class WindowDraws(NamedTuple):
     diverged: Array
 
 
-def sample_windows(
-    potential_fn: Callable[[Any, Any], Array],
-    order_fn: Callable[[Any], Array],
-    N: float,
-    w: Windows,
-    start: Any,
-    data: Any,
-    key: PRNGKeyArray,
-    step_size: Any,
-    *,
-    n_chains: int = 4,
-    burn_in: int = 1000,
-    n_draws: int = 500,
-    thin: int = 10,
-) -> WindowDraws:
-    """SGLD in every window (:func:`biased_potential`), all windows and chains in one jitted
-    program, compiled once per shape and per ``(potential_fn, order_fn)``: ``N``, the windows, the
-    data and the step size are traced, so a scan over ``P`` or ``N`` reuses one compile.
-
-    Args:
-        potential_fn: ``U(theta, data)`` (a module-level function or another stable object: it
-            keys the compile cache).
-        order_fn: ``a = order(theta)`` (likewise).
-        N: the factor of the target ``exp(-N U)`` (``> 0``).
-        w: the windows.
-        start: the starting position of every window, a pytree with a leading axis ``(K,)``
-            (e.g. a position near each centre), shared by its chains.
-        data: the data passed to ``potential_fn``.
-        key: PRNG key; chain ``c`` of window ``k`` uses ``fold_in(fold_in(key, k), c)``.
-        step_size: SGLD step size(s), as in :func:`jaxattn.core.kernels.sgld.sgld`.
-        n_chains: chains per window.
-        burn_in: steps before the first draw.
-        n_draws: draws per chain.
-        thin: steps between draws.
-
-    Returns:
-        :class:`WindowDraws` with ``a`` of shape ``(K, n_chains, n_draws)``.
-
-    Raises:
-        ValueError: naming ``N``.
-    """
-    if not (np.isfinite(N) and N > 0):
-        raise ValueError(f"N must be positive, got {N!r}")
-    a, diverged = _run_windows(
-        potential_fn,
-        order_fn,
-        int(n_chains),
-        int(n_draws),
-        int(thin),
-        jnp.asarray(N, jnp.result_type(float)),
-        start,
-        data,
-        jnp.asarray(w.centers, jnp.result_type(float)),
-        jnp.asarray(w.spring, jnp.result_type(float)),
-        key,
-        step_size,
-        jnp.asarray(burn_in, jnp.int32),
-    )
-    return WindowDraws(a, diverged)
-
-
-@partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
-def _run_windows(
-    potential_fn, order_fn, n_chains, n_draws, thin, N, start, data, centers, spring, key, step_size, burn_in
-):
-    kernel = sg.sgld(biased_potential(potential_fn, order_fn, N), N)
-
-    def window(k, x0, c, kap):
-        def chain(ci):
-            ck = jax.random.fold_in(jax.random.fold_in(key, k), ci)
-            st, draws = sg.run_chain(
-                kernel,
-                lambda th, _: order_fn(th),
-                ck,
-                kernel.init(x0),
-                (data, c, kap),
-                step_size,
-                burn_in,
-                n_draws,
-                thin,
-            )
-            return draws, st.diverged
-
-        return jax.vmap(chain)(jnp.arange(n_chains))
-
-    return jax.vmap(window)(jnp.arange(centers.shape[0]), start, centers, spring)
-
-
 class Profile(NamedTuple):
     """A free-energy profile along the order parameter.
 
@@ -263,7 +171,7 @@ def profile(
     and left out, never averaged in.
 
     Args:
-        draws: the draws of :func:`sample_windows`.
+        draws: the windows' draws.
         w: their windows.
         bin_edges: increasing bin edges of ``x``, shape ``(B + 1,)``.
         transform: ``x = transform(a)``, elementwise on NumPy arrays (default: the identity).
@@ -324,7 +232,7 @@ def probability(draws: WindowDraws, w: Windows, event: Callable[[np.ndarray], np
     (``pymbar.MBAR.compute_expectations`` of the indicator, analytical error).
 
     Args:
-        draws: the draws of :func:`sample_windows`.
+        draws: the windows' draws.
         w: their windows.
         event: a boolean function of the order parameter, elementwise on NumPy arrays.
 

@@ -3,16 +3,17 @@
 A model declares an :class:`Experiment` (config type, axes, an ``(init, step)`` pair over a
 block of grid points, output layout); :func:`run` computes it over a :class:`Grid` in memory,
 :func:`run_sweep` chunk by chunk into a resumable store from a sweep file (:func:`parse`,
-:func:`load_file`); :func:`load` and :func:`status` read a store back. See
+:func:`load_file`); :func:`load_store` and :func:`status` read a store back. See
 ``docs/architecture.md``.
 """
 
 from jaxattn.engine import cache
 from jaxattn.engine.axes import Axis, Dim, Grid, choice_axis, float_axis, int_axis
-from jaxattn.engine.experiment import Experiment, Layout, OneShot, over_groups, stream_values
+from jaxattn.engine.compute import clear_caches, run
+from jaxattn.engine.experiment import Experiment, Layout, OneShot, over_groups, segments, stream_values
+from jaxattn.engine.plan import GridError, Plan, make_plan
 from jaxattn.engine.registry import get, names, register
-from jaxattn.engine.run import GridError, Plan, clear_caches, make_plan, run
-from jaxattn.engine.store import load, status
+from jaxattn.engine.store import load_store, status
 from jaxattn.engine.sweep import Report, SweepChanged, run_sweep, sweep_plan
 from jaxattn.engine.sweepfile import Sweep, SweepFileError, dumps, load_file, parse, parse_size
 
@@ -36,7 +37,7 @@ __all__ = [
     "float_axis",
     "get",
     "int_axis",
-    "load",
+    "load_store",
     "load_file",
     "make_plan",
     "names",
@@ -46,6 +47,7 @@ __all__ = [
     "register",
     "run",
     "run_sweep",
+    "segments",
     "status",
     "stream_values",
     "sweep_plan",

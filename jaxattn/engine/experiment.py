@@ -359,3 +359,22 @@ def stream_values(tree: PyTree) -> PyTree:
         The same pytree with leaves ``(S, ...)``.
     """
     return jax.tree_util.tree_map(lambda x: x[:, 0, 0], tree)
+
+
+N_SEGMENTS = 20
+"""``N_SEGMENTS`` segments at most cut a long run for the engine's progress (:func:`segments`)."""
+
+
+def segments(n: int, k: int = N_SEGMENTS) -> tuple[int, ...]:
+    """``n`` steps cut into at most ``k`` nearly equal segments: an experiment's ``step`` runs
+    one segment per call, and the engine's progress bar moves once per segment.
+
+    Args:
+        n: Steps (``>= 1``).
+        k: The most segments.
+
+    Returns:
+        The segments' lengths, summing to ``n``.
+    """
+    bounds = np.unique(np.linspace(0, n, min(k, n) + 1).astype(int))
+    return tuple(int(x) for x in np.diff(bounds))

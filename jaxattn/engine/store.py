@@ -368,7 +368,7 @@ def chunk_dataset(
     return xr.Dataset(data, coords=layout.coords, attrs={"chunk": cid, "experiment": experiment})
 
 
-def load(root: str, *, complete: bool = True) -> xr.Dataset:
+def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
     """The finished chunks of a store as one Dataset over the sweep's grid: one dimension per
     grid dimension (a zipped group is one dimension with a coordinate per variable), then the
     observables' own dimensions. With ``complete`` (default), unfinished points are an error;
@@ -418,7 +418,7 @@ def load(root: str, *, complete: bool = True) -> xr.Dataset:
     if complete and not done.all():
         raise ValueError(
             f"{root!r}: {int((~done).sum())} of {grid.n_points} points not finished "
-            "(run the sweep again to finish it, or load(..., complete=False))"
+            "(run the sweep again to finish it, or load_store(..., complete=False))"
         )
     dim_names = [d.name for d in grid.dims]
     data = {}

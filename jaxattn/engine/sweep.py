@@ -1,9 +1,9 @@
 """Running a sweep file into a resumable store: the engine's run, chunk by chunk, to disk.
 
-:func:`run_sweep` plans the sweep's chunks once (whole streams each, :func:`~jaxattn.engine.run.
+:func:`run_sweep` plans the sweep's chunks once (whole streams each, :func:`~jaxattn.engine.compute.
 chunk_streams`), writes the plan to ``manifest.json`` unless a store is already there (the first
 process to get there writes it; the others check their sweep against it), and then claims and
-computes chunks that are not finished, each through :func:`~jaxattn.engine.run.compute_chunk`
+computes chunks that are not finished, each through :func:`~jaxattn.engine.compute.compute_chunk`
 exactly as an in-memory run computes it, writing each as it finishes. Any number of workers, on
 one host or many, share a store through the claims (:mod:`jaxattn.engine.claims`), with no
 coordinator. A rerun skips finished chunks and retries failed ones; a grid with new values extends
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import jax
 
 from jaxattn.engine import claims, provenance, store
+from jaxattn.engine.compute import ProgressBar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs
 from jaxattn.engine.files import HOST, create_exclusive
-from jaxattn.engine.run import Plan, _Bar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs, make_plan
+from jaxattn.engine.plan import Plan, make_plan
 from jaxattn.engine.sweepfile import Sweep
 
 
@@ -62,7 +63,7 @@ def sweep_plan(sweep: Sweep) -> Plan:
         sweep: The parsed sweep file.
 
     Returns:
-        The ``Plan`` (see :func:`~jaxattn.engine.run.make_plan`).
+        The ``Plan`` (see :func:`~jaxattn.engine.compute.make_plan`).
     """
     return make_plan(
         sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group
@@ -278,7 +279,7 @@ def run_sweep(
     )
     computed, failed = [], {}
     t0 = time.perf_counter()
-    bar = _Bar(plan, len(order) - len(skipped), progress)
+    bar = ProgressBar(plan, len(order) - len(skipped), progress)
 
     try:
         while max_chunks is None or len(computed) < max_chunks:

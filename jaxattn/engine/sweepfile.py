@@ -43,7 +43,7 @@ from typing import Any
 from jaxattn.engine import config as cfgs
 from jaxattn.engine import registry
 from jaxattn.engine.axes import Dim, Grid, check_dims, parse_dims
-from jaxattn.engine.run import DEFAULT_MEMORY_BUDGET
+from jaxattn.engine.plan import DEFAULT_MEMORY_BUDGET
 
 TOP_KEYS = ("model", "fixed", "grid", "execution")
 EXECUTION_KEYS = ("block", "group", "chunk_size", "memory_budget")

@@ -13,29 +13,41 @@
 - :mod:`~jaxattn.slm.plots` and the command line :mod:`~jaxattn.slm.cli`.
 """
 
-from jaxattn.slm import bayes, network, ode, priors, pruning, risk, sde, sgd, task
+from jaxattn.core import checks
+from jaxattn.slm import bayes, compare, experiments, network, ode, priors, pruning, risk, sde, sgd, task
 from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
-from jaxattn.slm.experiments import GRID_AXES, SLM_ODE, SLM_SDE, SLM_SGD, integrate, measure_error, point_keys, train
+from jaxattn.slm.experiments import SLM_ODE, SLM_SDE, SLM_SGD, integrate, train
 
 __all__ = [
-    "GRID_AXES",
+    # configs
     "SLMConfig",
     "SLMODEConfig",
     "SLMSDEConfig",
+    # the experiments and their Python entry points
     "SLM_ODE",
     "SLM_SDE",
     "SLM_SGD",
-    "bayes",
     "integrate",
-    "measure_error",
+    "train",
+    # modules
+    "bayes",
+    "compare",
+    "experiments",
     "network",
     "ode",
-    "point_keys",
     "priors",
     "pruning",
     "risk",
     "sde",
     "sgd",
     "task",
-    "train",
 ]
+
+_MOVED = {
+    "GRID_AXES": "jaxattn.slm.experiments",
+    "point_keys": "jaxattn.slm.experiments",
+    "measure_error": "jaxattn.slm.task",
+}
+
+
+__getattr__ = checks.moved("jaxattn.slm", _MOVED)

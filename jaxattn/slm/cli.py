@@ -16,7 +16,7 @@ import numpy as np
 from jaxattn.cli.common import Choice, axis_list, clean_errors, config_from, config_options, emit
 from jaxattn.core.attention import available_activations
 from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
-from jaxattn.slm.experiments import AXES
+from jaxattn.slm.experiments.common import AXES
 
 CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
 

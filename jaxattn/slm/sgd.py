@@ -26,7 +26,7 @@ from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
 from jaxattn.core.attention import attention_weights, position_weights, prefix_mask
 from jaxattn.core.divergence import guard
-from jaxattn.slm import network as mh
+from jaxattn.slm import network
 from jaxattn.slm import task as slm
 from jaxattn.slm.priors import Prior
 
@@ -47,7 +47,7 @@ class SGDConfig(NamedTuple):
     D: int
     H_max: int
     L_max: int
-    arch: mh.Arch = mh.Arch()
+    arch: network.Arch = network.Arch()
     batch_size: int = 1
     sigma0: float = 1.0
     bias_lr: float = 1.0
@@ -83,7 +83,7 @@ class SGDState(NamedTuple):
         diverged: whether the run diverged, a boolean scalar.
     """
 
-    params: mh.MultiHead
+    params: network.MultiHead
     step: Int[Array, ""]
     diverged: Bool[Array, ""]
 
@@ -112,7 +112,7 @@ def init(cfg: SGDConfig, rp: RunParams) -> SGDState:
         An :class:`SGDState`: ``params`` with ``keys`` ``(H_max, D)`` and ``bias`` ``(H_max,)``,
             ``step = 0``, ``diverged = False``.
     """
-    params = mh.init(rp.init_key, cfg.H_max, cfg.D, cfg.sigma0)
+    params = network.init(rp.init_key, cfg.H_max, cfg.D, cfg.sigma0)
     return SGDState(params, jnp.zeros((), jnp.int32), jnp.zeros((), bool))
 
 
@@ -135,9 +135,9 @@ def draw_batch(cfg: SGDConfig, prior: Prior, data_key: PRNGKeyArray, step: Int[A
 
 
 def loss(
-    params: mh.MultiHead,
+    params: network.MultiHead,
     sample: slm.Sample,
-    arch: mh.Arch,
+    arch: network.Arch,
     head_mask: Bool[Array, " H"] | None,
     pos_mask: Bool[Array, " L"] | None,
 ) -> Float[Array, ""]:
@@ -155,14 +155,14 @@ def loss(
         The loss, a scalar.
     """
     y = sample.X[sample.eps]
-    return 0.5 * mh.error(params, sample.X, y, arch, head_mask, pos_mask)
+    return 0.5 * network.error(params, sample.X, y, arch, head_mask, pos_mask)
 
 
 def loss_and_score_grads(
-    params: mh.MultiHead,
+    params: network.MultiHead,
     X: Float[Array, "L D"],
     eps: Int[Array, ""],
-    arch: mh.Arch,
+    arch: network.Arch,
     head_mask: Bool[Array, " H"] | None,
     pos_mask: Bool[Array, " L"] | None,
 ) -> tuple[Float[Array, ""], Float[Array, "H L"], Float[Array, " H"]]:
@@ -234,7 +234,7 @@ def update(
     # Finite scores-gradients and loss imply a finite key gradient (the tokens are finite), so
     # the divergence check costs O(H L), not a pass over the keys.
     ok = jnp.all(jnp.isfinite(value)) & jnp.all(jnp.isfinite(g_chi)) & jnp.all(jnp.isfinite(g_b))
-    params = mh.MultiHead(
+    params = network.MultiHead(
         state.params.keys - rp.eta * g_keys,
         state.params.bias - (cfg.bias_lr * rp.eta / (D * B)) * jnp.sum(g_b, axis=0),
     )

@@ -14,10 +14,12 @@ one grid point. Token ``l`` of a sample is drawn from its own key ``fold_in(key,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
@@ -180,3 +182,42 @@ def sample(
     L_max = L if L_max is None else L_max
     d = draw(key, prior, L_max, D, directions.dtype)
     return assemble(d, directions, jnp.asarray(L), signal)
+
+
+def measure_error(
+    predict_fn: Callable[[Float[Array, "L D"]], Float[Array, " D"]],
+    directions: Float[Array, "F D"],
+    prior: Prior,
+    L: int,
+    *,
+    n: int = 10_000,
+    key: PRNGKeyArray | None = None,
+    chunk: int = 2000,
+) -> tuple[float, float]:
+    """Mean and standard error of ``|y - predict_fn(X)|^2 / D`` over ``n`` fresh samples of the
+    single-location model (``predict_fn`` maps one ``X`` of shape ``(L, D)`` to ``y_hat``;
+    Spec A, section 1).
+
+    Args:
+        predict_fn: maps the tokens ``X`` ``(L, D)`` of one sample to a prediction ``(D,)``.
+        directions: the latent directions ``s_f``, shape ``(F, D)``.
+        prior: the latent prior ``P_theta``.
+        L: sequence length.
+        n: number of samples, rounded up to a multiple of ``chunk``.
+        key: PRNG key of the samples (default ``jax.random.key(12345)``).
+        chunk: samples per compiled pass.
+
+    Returns:
+        ``(mean, standard_error)`` of the per-sample error, two floats.
+    """
+    key = jax.random.key(12345) if key is None else key
+    D = directions.shape[-1]
+
+    @jax.jit
+    def errs(k):
+        s = jax.vmap(lambda kk: sample(kk, directions, prior, L))(jax.random.split(k, chunk))
+        r = jax.vmap(lambda x, e: x[e] - predict_fn(x))(s.X, s.eps)
+        return jnp.sum(r * r, axis=-1) / D
+
+    e = np.concatenate([np.asarray(errs(jax.random.fold_in(key, i))) for i in range(-(-n // chunk))])
+    return float(e.mean()), float(e.std() / np.sqrt(e.size))

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from jax.typing import ArrayLike
 from jaxtyping import Array, Bool, Int, PRNGKeyArray
@@ -154,6 +155,52 @@ def run_segment(
         return st, jax.tree_util.tree_map(lambda b, x: b.at[first + j].set(x), buf, obs)
 
     return jax.lax.fori_loop(0, n_draws, draw, (state, draws))
+
+
+class Schedule(NamedTuple):
+    """A chain run in segments (:func:`run_segment`, one per call of an experiment's ``step``):
+    burn-in segments first, then segments of draws.
+
+    Attributes:
+        advance: Per segment, the steps before its draws (non-zero for burn-in segments only).
+        first: Per segment, the index of its first draw.
+        n_draws: Per segment, the draws it takes (``thin`` steps each).
+    """
+
+    advance: tuple[int, ...]
+    first: tuple[int, ...]
+    n_draws: tuple[int, ...]
+
+    def steps(self, thin: int) -> np.ndarray:
+        """The steps of each segment, ``advance + n_draws thin``.
+
+        Args:
+            thin: Steps between draws.
+
+        Returns:
+            One count per segment.
+        """
+        return np.asarray(self.advance) + np.asarray(self.n_draws) * thin
+
+
+def schedule(burn_in: tuple[int, ...], draws: tuple[int, ...]) -> Schedule:
+    """The :class:`Schedule` of burn-in segments of ``burn_in`` steps each, then segments of
+    ``draws`` draws each, the draws written one after the other.
+
+    Args:
+        burn_in: Steps of each burn-in segment (may be empty).
+        draws: Draws of each draw segment.
+
+    Returns:
+        The schedule, one entry per segment in each field.
+    """
+    first = np.concatenate([[0], np.cumsum(draws)[:-1]]).astype(int) if draws else np.zeros(0, int)
+    nb = len(burn_in)
+    return Schedule(
+        tuple(burn_in) + (0,) * len(draws),
+        (0,) * nb + tuple(int(f) for f in first),
+        (0,) * nb + tuple(draws),
+    )
 
 
 def run_chain(

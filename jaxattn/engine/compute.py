@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -35,177 +35,9 @@ import numpy as np
 import xarray as xr
 
 from jaxattn.engine import config as cfgs
-from jaxattn.engine.axes import Grid, check_dims
+from jaxattn.engine.axes import Grid
 from jaxattn.engine.experiment import Experiment, loop_over
-
-DEFAULT_MEMORY_BUDGET = 2 * 10**9
-
-
-class GridError(ValueError):
-    """Every problem found in a run's config and grid, each as ``path: message``.
-
-    Args:
-        problems: The messages.
-        source: What was checked (``"grid"``, or e.g. a sweep file's path).
-
-    Attributes:
-        problems: The messages.
-    """
-
-    def __init__(self, problems: list[str], source: str = "grid"):
-        self.problems = list(problems)
-        if len(problems) == 1 and source == "grid":
-            super().__init__(problems[0])
-        else:
-            super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A validated run: the experiment, its config, the grid, the value of every axis that is
-    not a grid dimension, and the block shape (``block`` streams of ``group`` members).
-
-    Attributes:
-        experiment: The experiment.
-        config: Its validated config.
-        grid: The grid, its values checked by their axes.
-        fixed: Every axis that is not a grid variable -> its value.
-        block: Streams per block (``S``).
-        group: Members per group (``M``).
-        static: The ``static`` from :meth:`Experiment.setup`.
-        shared: The ``shared`` arrays from :meth:`Experiment.setup`.
-    """
-
-    experiment: Experiment
-    config: Any
-    grid: Grid
-    fixed: dict[str, Any]
-    block: int
-    group: int
-    static: Any = field(compare=False)
-    shared: Any = field(compare=False)
-
-    @property
-    def x64(self) -> bool:
-        """Whether the run is traced and run in float64 (:meth:`Experiment.uses_x64`)."""
-        return self.experiment.uses_x64(self.config)
-
-    @property
-    def variables(self) -> list[str]:
-        """The grid's variables, in dimension order."""
-        return self.grid.variables
-
-    def columns(self, points: list[tuple]) -> dict[str, list]:
-        """Points (tuples over the grid's variables) as one list per axis, every axis.
-
-        Args:
-            points: Points as tuples over :attr:`variables`.
-
-        Returns:
-            Every axis name -> its value at each point (fixed axes repeated).
-        """
-        cols = {v: [p[i] for p in points] for i, v in enumerate(self.variables)}
-        for name, value in self.fixed.items():
-            cols[name] = [value] * len(points)
-        return cols
-
-    def stream_key(self, point: tuple) -> tuple:
-        """The stream a point belongs to.
-
-        Args:
-            point: A point as a tuple over :attr:`variables`.
-
-        Returns:
-            The point's values of the variables that are not shared axes.
-        """
-        shared = self.experiment.shared_axes(self.config)
-        return tuple(x for v, x in zip(self.variables, point) if v not in shared)
-
-
-def make_plan(
-    experiment: Experiment,
-    config=None,
-    grid: Grid | None = None,
-    *,
-    fixed: dict | None = None,
-    block: int | None = None,
-    group: int | None = None,
-) -> Plan:
-    """Validate a run (a :class:`GridError` lists every problem) and set it up.
-
-    Args:
-        experiment: The experiment.
-        config: Its config; ``None`` means the default ``experiment.config_type()``.
-        grid: The grid; ``None`` means no dimensions (one point).
-        fixed: Values of axes that are not grid dimensions (others take their defaults).
-        block: Streams per block; ``None`` means the experiment's.
-        group: Members per group; ``None`` means :meth:`Experiment.default_group`.
-
-    Returns:
-        The ``Plan``, with :meth:`Experiment.setup` run.
-
-    Raises:
-        GridError: Listing every problem in the config, grid, fixed values and block shape.
-    """
-    config = experiment.config_type() if config is None else config
-    grid = Grid(()) if grid is None else grid
-    problems = []
-    if not isinstance(config, experiment.config_type):
-        problems.append(f"config: expected {experiment.config_type.__name__}, got {type(config).__name__}")
-    else:
-        try:
-            config = config.validate()
-        except (ValueError, TypeError) as err:
-            problems.append(str(err))
-    axes = experiment.axis
-    fixed_axes = {}
-    for name, value in (fixed or {}).items():
-        if name not in axes:
-            problems.append(f"{name}: not an axis of {experiment.name} (axes: {', '.join(axes)})")
-            continue
-        try:
-            fixed_axes[name] = axes[name].check(value)
-        except (ValueError, TypeError) as err:
-            problems.append(str(err))
-    for name in grid.variables:
-        if name in fixed_axes:
-            problems.append(f"{name}: both a grid axis and a fixed value")
-    grid = Grid(
-        tuple(check_dims(list(grid.dims), axes, problems, where=lambda d, v: v if d.name == v else f"{d.name}.{v}"))
-    )
-    for name, n in (("block", block), ("group", group)):
-        if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
-            problems.append(f"{name} must be an integer >= 1, got {n!r}")
-    if problems:
-        raise GridError(problems)
-    for a in experiment.axes:
-        if a.name not in grid.variables and a.name not in fixed_axes:
-            fixed_axes[a.name] = a.default
-    values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
-    with jax.enable_x64(experiment.uses_x64(config)):
-        static, shared = experiment.setup(config, values)
-    return Plan(
-        experiment,
-        config,
-        grid,
-        fixed_axes,
-        int(block or experiment.block),
-        int(group or experiment.default_group(config)),
-        static,
-        shared,
-    )
-
-
-def _column(grid: Grid, fixed: dict, name: str) -> list:
-    for d in grid.dims:
-        if name in d.values:
-            return list(d.values[name])
-    return [fixed[name]]
-
-
-def _sort_key(v):
-    return (isinstance(v, str), v)
-
+from jaxattn.engine.plan import DEFAULT_MEMORY_BUDGET, Plan, make_plan
 
 # --- the compiled programs -----------------------------------------------------------------------
 
@@ -329,7 +161,7 @@ def clear_caches() -> None:
 
 
 @dataclass(frozen=True)
-class Layout:
+class Slots:
     """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened.
 
     Attributes:
@@ -347,7 +179,7 @@ class Layout:
 
 def layout_chunk(
     plan: Plan, points: list[tuple], n_devices: int, groups: int | None = None, n_blocks: int | None = None
-) -> Layout:
+) -> Slots:
     """The *stream slots* of ``points`` (the rows of the blocks), padded to ``G`` groups of ``M``
     members each (at least ``groups``) and to whole blocks on every device (at least
     ``n_blocks``: the chunks of one run all have the same shape, so they share one trace).
@@ -365,7 +197,7 @@ def layout_chunk(
         n_blocks: The least number of blocks; ``None`` means no minimum.
 
     Returns:
-        The chunk's :class:`Layout`.
+        The chunk's :class:`Slots`.
     """
     streams: dict[tuple, list[int]] = {}
     for i, p in enumerate(points):
@@ -387,11 +219,17 @@ def layout_chunk(
         slots += [points[i] for i in m + [m[-1]] * (per_stream - len(m))]
     for j, m in enumerate(real):
         positions[m] = j * per_stream + np.arange(len(m))
-    return Layout(slots, positions, n_streams // plan.block, G)
+    return Slots(slots, positions, n_streams // plan.block, G)
 
 
-class _Bar:
-    """Progress of a run, fed by the segments of every chunk on every device."""
+class ProgressBar:
+    """Progress of a run, fed by the segments of every chunk on every device (a tqdm bar).
+
+    Args:
+        plan: The run's plan (its experiment's progress units).
+        n_chunks: The chunks the run computes.
+        enabled: Whether the bar is shown.
+    """
 
     def __init__(self, plan: Plan, n_chunks: int, enabled: bool):
         import threading
@@ -437,7 +275,7 @@ def compute_chunk(
     plan: Plan,
     points: list[tuple],
     devices: tuple,
-    bar: _Bar | None = None,
+    bar: ProgressBar | None = None,
     groups: int | None = None,
     n_blocks: int | None = None,
 ) -> dict[str, np.ndarray]:
@@ -548,10 +386,15 @@ def run(
     chunk_size: int | None = None,
     memory_budget: int | None = None,
     progress: bool = False,
+    **axes: Any,
 ) -> xr.Dataset:
     """Compute ``experiment`` over ``grid`` in memory and return the Dataset: one dimension per
     grid dimension, then the observables' own dimensions; the config, the experiment's name and
     the package version in its attributes.
+
+    The grid comes from a :class:`~jaxattn.engine.axes.Grid`, or from keyword arguments, one
+    plain dimension per axis named, in that order (``run(SLM_SGD, seed=range(4), H=[2, 4])``):
+    the models' Python entry points are this call with their defaults.
 
     ``fixed`` gives axes that are not grid dimensions a value (default: the axis default);
     ``block`` (streams per block) and ``group`` (members per group) set the block shape
@@ -568,20 +411,26 @@ def run(
         chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
         memory_budget: Bytes per chunk; ``None`` means :data:`DEFAULT_MEMORY_BUDGET`.
         progress: Show a progress bar.
+        **axes: Axis name -> a value or a list of values: the grid, instead of ``grid``.
 
     Returns:
         The ``xarray.Dataset`` (see :func:`to_dataset`).
 
     Raises:
         GridError: If the config, grid or settings are invalid.
+        ValueError: If both ``grid`` and axes are given, or a keyword is not an axis.
     """
+    if axes:
+        if grid is not None:
+            raise ValueError(f"give the grid either as grid= or as axes ({', '.join(axes)}), not both")
+        grid = Grid.from_values(experiment.axis, axes)
     plan = make_plan(experiment, config, grid, fixed=fixed, block=block, group=group)
     devices = tuple(jax.local_devices() if devices is None else devices)
     points = plan.grid.points()
     chunks = chunk_streams(plan, points, len(devices), chunk_size, memory_budget)
     groups, n_blocks = chunk_shape(plan, chunks, len(devices))
     t0 = time.perf_counter()
-    bar = _Bar(plan, len(chunks), progress)
+    bar = ProgressBar(plan, len(chunks), progress)
     index = {p: i for i, p in enumerate(points)}
     out: dict[str, np.ndarray] = {}
     try:

@@ -1,0 +1,53 @@
+"""The copy head's posterior free-energy profile along the previous-token weight, by umbrella
+sampling (``docs/theory/copy_head.md``, section 6).
+
+The posterior of ``G`` with ``W`` integrated out exactly, projected on the previous-token weight
+``a``, is sampled across the barrier by umbrella windows (:mod:`~jaxattn.copyhead.landscape.windows`)
+with SGLD on the engine (:mod:`~jaxattn.copyhead.landscape.experiment`, the ``copy_landscape``
+experiment) and turned into ``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape.profiles`); the
+basins' probabilities give ``P*`` from sampling (:mod:`~jaxattn.copyhead.landscape.search`). The
+theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
+:mod:`jaxattn.copyhead.fluctuations`.
+"""
+
+from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape.profiles import SampledProfile, profile_of, sampled_profile, window_diagnostics
+from jaxattn.copyhead.landscape.search import landscape, landscape_of_dataset, linear_landscape
+from jaxattn.copyhead.landscape.windows import place_windows, posterior_target
+from jaxattn.core import checks
+
+__all__ = [
+    "COPY_LANDSCAPE",
+    "SampledProfile",
+    "landscape",
+    "landscape_of_dataset",
+    "linear_landscape",
+    "place_windows",
+    "posterior_target",
+    "profile_of",
+    "sampled_profile",
+    "window_diagnostics",
+]
+
+_MOVED = {
+    **{
+        n: "jaxattn.copyhead.profile"
+        for n in (
+            "copy_strength",
+            "linear_profile_action",
+            "prev_weight",
+            "profile_coordinate",
+            "theory_action_of_c",
+            "theory_action_of_order",
+            "theory_barrier",
+            "theory_profile",
+            "theory_slope",
+        )
+    },
+    **{n: "jaxattn.copyhead.fluctuations" for n in ("corrected_gap", "fluctuation_entropy", "p_star_corrected")},
+    **{n: "jaxattn.copyhead.landscape.windows" for n in ("C_RANGE", "default_range")},
+    **{n: "jaxattn.copyhead.landscape.profiles" for n in ("basin_log_ratio", "sampled_minimum")},
+    **{n: "jaxattn.copyhead.landscape.search" for n in ("crossing", "default_P")},
+    **{n: "jaxattn.copyhead.landscape.experiment" for n in ("CopyLandscape", "LandscapeStatic")},
+}
+__getattr__ = checks.moved("jaxattn.copyhead.landscape", _MOVED)

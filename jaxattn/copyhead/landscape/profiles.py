@@ -1,0 +1,237 @@
+"""Sampled free-energy profiles of the copy head: the windows' draws of one ``(P, N)`` turned
+into ``F(a)`` by MBAR, their health, the profile's minimum and the basins' log-odds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from jaxattn import engine
+from jaxattn.copyhead import action, network
+from jaxattn.copyhead.config import CopyLandscapeConfig
+from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape.windows import default_range, place_windows
+from jaxattn.copyhead.profile import prev_weight, profile_coordinate, theory_profile
+from jaxattn.core import checks, diagnostics, umbrella
+from jaxattn.engine import Grid
+
+
+class SampledProfile(NamedTuple):
+    """The sampled free-energy profile at one ``(P, N)``, and its windows.
+
+    Attributes:
+        a: bin centres of the profile's coordinate (the previous-token weight for softmax,
+            ``|a_G|`` for linear attention), shape ``(B,)``.
+        F: ``F(a) = -ln p(a)`` relative to its lowest bin, shape ``(B,)`` (``NaN``: empty bin).
+        dF: MBAR's standard error of ``F``, shape ``(B,)``.
+        theory: the reduced action ``S(a) - min S`` on the same bins, shape ``(B,)``.
+        windows: the umbrella windows on the windows' coordinate ``x`` (``c_G`` for softmax,
+            ``|a_G|`` for linear; :class:`jaxattn.core.umbrella.Windows`).
+        targets: the ``x`` each window was placed to sample, shape ``(K,)``.
+        c_mean: each window's sampled mean of ``x``, shape ``(K,)``.
+        rhat: each window's split R-hat of ``x`` over its chains, shape ``(K,)``.
+        ess: each window's effective sample size of ``x``, shape ``(K,)``.
+        flagged: windows left out because a chain diverged, shape ``(K,)``.
+        draws: the windows' draws of ``x`` (:class:`jaxattn.core.umbrella.WindowDraws`).
+    """
+
+    a: np.ndarray
+    F: np.ndarray
+    dF: np.ndarray
+    theory: np.ndarray
+    windows: umbrella.Windows
+    targets: np.ndarray
+    c_mean: np.ndarray
+    rhat: np.ndarray
+    ess: np.ndarray
+    flagged: np.ndarray
+    draws: umbrella.WindowDraws
+
+
+def sampled_profile(
+    arch: network.CopyArch,
+    P: int,
+    N: float,
+    *,
+    data_seed: int = 0,
+    c_range: tuple[float, float] | None = None,
+    max_spacing: float = 0.2,
+    spring: float | None = None,
+    n_windows: int | None = None,
+    n_bins: int = 40,
+    n_chains: int = 4,
+    burn_in: int = 1000,
+    n_draws: int = 200,
+    thin: int = 10,
+    step: float = 0.05,
+    seed: int = 0,
+) -> SampledProfile:
+    """``F(a)`` of the posterior of ``G`` with ``W`` integrated out exactly,
+    ``p(G) ~ exp(-S(G))`` (B.3a on the ``P`` sequences of ``data_seed``), by umbrella sampling on
+    ``x`` (:func:`place_windows`) with SGLD (all windows and chains in one compiled program) and
+    MBAR (:mod:`jaxattn.core.umbrella`); the profile is histogrammed on ``a`` on bins evenly
+    spaced between the ``a`` of ``c_range``.
+
+    - softmax: ``a`` is the previous-token weight and ``x = c = copy_strength(a)``;
+    - linear: ``a = x = |a_G|``, with ``a_G`` the least-squares copy strength of ``A``
+      (:func:`jaxattn.copyhead.network.order_parameters`). The posterior is even in ``a_G``
+      (the gauge ``(G, W) -> (-G, -W)``), so ``|a_G|`` loses nothing.
+
+    Args:
+        arch: the network.
+        P: number of training sequences (``>= 1``).
+        N: inverse temperature (``> 0``, finite).
+        data_seed: the data set (as in :func:`jaxattn.copyhead.sample`).
+        c_range: ``(lo, hi)`` of the windows' targets on ``x`` (default :func:`default_range`).
+        max_spacing: the windows' largest spacing (:func:`place_windows`).
+        spring: the windows' spring constant on ``x`` (default: :func:`place_windows`).
+        n_windows: the number of windows (default: as many as the spacing needs,
+            :func:`place_windows`).
+        n_bins: bins of ``a``.
+        n_chains: chains per window.
+        burn_in: SGLD steps before the first draw.
+        n_draws: draws per chain.
+        thin: SGLD steps between draws.
+        step: SGLD step size times ``N`` plus the bias's curvature (the step is
+            ``step / (N + kappa |grad c|^2)``, stable for ``step`` below about 0.1).
+        seed: seed of the chains.
+
+    Returns:
+        :class:`SampledProfile`.
+
+    Raises:
+        ValueError: naming ``N``, ``P``, ``n_chains``, ``burn_in``, ``n_draws``, ``thin``, ``n_bins``,
+            the windows or the spring constant.
+    """
+    arch = arch.validate()
+    N = action.check_N(N)
+    if not np.isfinite(N):
+        raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
+    P = int(action.check_P([P])[0])
+    for name, v, lo in (("n_chains", n_chains, 2), ("n_bins", n_bins, 1)):
+        checks.integer(name, v, lo)  # R-hat needs two chains
+    lo_hi = default_range(arch) if c_range is None else c_range
+    if n_windows is None:
+        n_windows = place_windows(arch, P, N, lo_hi, max_spacing, spring)[1].size
+    config = CopyLandscapeConfig(
+        **{f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)},
+        N=N,
+        n_windows=int(n_windows),
+        c_lo=float(lo_hi[0]),
+        c_hi=float(lo_hi[1]),
+        max_spacing=max_spacing,
+        spring=spring,
+        burn_in=burn_in,
+        n_draws=n_draws,
+        thin=thin,
+        step=step,
+        chain_seed=seed,
+    ).validate()
+    grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], window=range(config.n_windows), chain=range(n_chains)))
+    ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed})
+    return profile_of(ds.isel(P=0), config, P, n_bins)
+
+
+def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int = 40) -> SampledProfile:
+    """The sampled profile of one ``(P, data set)`` from the windows' draws of the
+    ``copy_landscape`` experiment (:class:`CopyLandscape`: a sweep's, or :func:`sampled_profile`'s):
+    MBAR on the independent draws (:func:`jaxattn.core.umbrella.profile`), histogrammed on ``a``
+    between the ``a`` of the targets' span, with each window's split R-hat and ESS.
+
+    Args:
+        ds: the experiment's dataset at one ``P`` and data set: ``c`` ``(window, chain, draw)``,
+            ``diverged``, ``center``, ``spring`` and ``target`` ``(window, chain)``.
+        config: the experiment's config.
+        P: the number of sequences (for the theory's line).
+        n_bins: bins of ``a``.
+
+    Returns:
+        :class:`SampledProfile`.
+    """
+    arch = config.arch
+    ds = ds.transpose("window", "chain", "draw")
+    c = np.asarray(ds["c"].values, float)
+    w = umbrella.Windows(np.asarray(ds["center"].values[:, 0], float), np.asarray(ds["spring"].values[:, 0], float))
+    targets = np.asarray(ds["target"].values[:, 0], float)
+    draws = umbrella.WindowDraws(jnp.asarray(c), jnp.asarray(ds["diverged"].values))
+    lo_hi = config.c_range or default_range(arch)
+    a_lo, a_hi = profile_coordinate(arch, np.asarray(lo_hi, float))
+    edges = np.linspace(float(a_lo), float(a_hi), n_bins + 1)
+    prof = umbrella.profile(draws, w, edges, transform=lambda x: profile_coordinate(arch, x))
+    ok = np.asarray(np.isfinite(c).all(axis=2))  # (window, chain): chains that did not diverge
+    rhat = np.array([diagnostics.split_rhat(c[k][ok[k]]) if ok[k].sum() >= 2 else np.nan for k in range(len(c))])
+    ess = np.array([diagnostics.ess(c[k][ok[k]]) if ok[k].sum() >= 1 else np.nan for k in range(len(c))])
+    return SampledProfile(
+        prof.a,
+        prof.F,
+        prof.dF,
+        theory_profile(arch, P, config.N, prof.a),
+        w,
+        targets,
+        np.nanmean(c, axis=(1, 2)),
+        rhat,
+        ess,
+        prof.flagged,
+        draws,
+    )
+
+
+def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
+    """Per profile, the windows' count and health: how many, how many left out (a diverged chain),
+    the largest split R-hat and the smallest effective sample size of ``c``.
+
+    Args:
+        profiles: sampled profiles (e.g. the ``profiles`` of :func:`landscape`).
+
+    Returns:
+        JSON-ready lists keyed ``n_windows``, ``n_flagged_windows``, ``max_window_rhat``,
+            ``min_window_ess``, one entry per profile.
+    """
+    return dict(
+        n_windows=[len(p.targets) for p in profiles],
+        n_flagged_windows=[int(p.flagged.sum()) for p in profiles],
+        max_window_rhat=[float(np.nanmax(p.rhat)) for p in profiles],
+        min_window_ess=[float(np.nanmin(p.ess)) for p in profiles],
+    )
+
+
+def sampled_minimum(prof: SampledProfile) -> float:
+    """The sampled profile's lowest point: the vertex of the parabola through the lowest bin and
+    its two neighbours (the lowest bin's centre at an end of the range).
+
+    Args:
+        prof: a sampled profile.
+
+    Returns:
+        ``a`` at the minimum of ``F``.
+    """
+    F = np.where(np.isfinite(prof.F), prof.F, np.inf)
+    i = int(np.argmin(F))
+    if i == 0 or i == F.size - 1 or not np.all(np.isfinite(F[i - 1 : i + 2])):
+        return float(prof.a[i])
+    fm, f0, fp = F[i - 1 : i + 2]
+    h = prof.a[1] - prof.a[0]
+    return float(prof.a[i] + 0.5 * h * (fm - fp) / (fm - 2 * f0 + fp))
+
+
+def basin_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tuple[float, float]:
+    """``ln(p_copy / p_uniform)``: the posterior's probabilities of ``a > a_barrier`` and
+    ``a < a_barrier``, each its whole basin, by MBAR from the windows' draws, with the standard
+    error (propagated from MBAR's error of ``p_copy``).
+
+    Args:
+        prof: a sampled profile.
+        a_barrier: the dividing point between the basins.
+        L: sequence length.
+
+    Returns:
+        ``(log_ratio, error)``.
+    """
+    p, dp = umbrella.probability(prof.draws, prof.windows, lambda c: prev_weight(c, L) > a_barrier)
+    p = float(np.clip(p, 1e-300, 1 - 1e-16))
+    return float(np.log(p) - np.log1p(-p)), float(dp / (p * (1 - p)))

@@ -1,0 +1,294 @@
+"""The search for ``P*`` on sampled profiles: scans over ``P`` with one window count (one
+compile), the basins' log-odds and where they cross zero, refined by secant steps; linear
+attention's moving minimum; and the same summaries from a sweep's draws.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from jaxattn.copyhead import action, network
+from jaxattn.copyhead.config import CopyLandscapeConfig
+from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape.profiles import (
+    SampledProfile,
+    basin_log_ratio,
+    profile_of,
+    sampled_minimum,
+    sampled_profile,
+)
+from jaxattn.copyhead.landscape.windows import default_range, place_windows
+from jaxattn.copyhead.profile import theory_barrier, theory_slope
+from jaxattn.core import precision
+
+
+def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
+    """Where ``y(P)`` crosses zero: the straight line through the two grid points that bracket the
+    first sign change, and the standard error of ``P0`` from their errors (delta method).
+
+    Args:
+        P: increasing grid, shape ``(n,)``.
+        y: values (e.g. :func:`basin_log_ratio`), shape ``(n,)``.
+        dy: their standard errors, shape ``(n,)``.
+
+    Returns:
+        ``(P0, error)``; ``(nan, nan)`` without a sign change.
+    """
+    P, y, dy = (np.asarray(v, float) for v in (P, y, dy))
+    ok = np.isfinite(y) & np.isfinite(dy)
+    P, y, dy = P[ok], y[ok], np.maximum(dy[ok], 1e-12)
+    change = np.flatnonzero(np.sign(y[:-1]) != np.sign(y[1:]))
+    if change.size == 0:
+        return float("nan"), float("nan")
+    i = int(change[0])
+    sel = slice(i, i + 2)
+    x, z, w = P[sel], y[sel], 1.0 / dy[sel] ** 2
+    A = np.stack([np.ones_like(x), x], axis=1)
+    cov = np.linalg.inv(A.T @ (w[:, None] * A))
+    b0, b1 = cov @ (A.T @ (w * z))
+    P0 = -b0 / b1
+    grad = np.array([-1.0 / b1, b0 / b1**2])
+    return float(P0), float(np.sqrt(grad @ cov @ grad))
+
+
+def default_P(p_star: float, slope: float) -> list[int]:
+    """A grid of ``P`` around ``p_star`` whose spacing changes the theory's log-odds by about 3:
+    ``p_star + k delta`` for ``k = -1 .. 3`` with ``delta = 3 / slope`` (at least 1), rounded to
+    distinct integers.
+
+    Args:
+        p_star: the theory's ``P*``.
+        slope: :func:`theory_slope`.
+
+    Returns:
+        Increasing integers (at least 1).
+    """
+    delta = max(3.0 / abs(slope), 1.0)
+    return sorted({max(1, int(round(p_star + k * delta))) for k in (-1, 0, 1, 2, 3)})
+
+
+def _scan(arch: network.CopyArch, N: float, Ps: list[int], progress: bool, kw: dict):
+    """``(profile_at, bar)``: :func:`sampled_profile` at any ``P`` of a scan, with one window
+    count for the whole scan (one shape, one compile), and the scan's progress bar."""
+    from tqdm.auto import tqdm
+
+    kw = dict(kw)
+    fixed = kw.pop("n_windows", None)
+    c_range = kw.get("c_range") or default_range(arch)
+    placing = {k: kw[k] for k in ("max_spacing", "spring") if kw.get(k) is not None}
+    bar = tqdm(total=len(Ps), desc=f"landscape N={N:g}", disable=not progress)
+
+    def needed(p):
+        return place_windows(arch, p, N, c_range, **placing)[1].size
+
+    # the most any P of the grid needs, rounded up to a multiple of 8 so that the P added later
+    # (between or just beyond the grid's) almost always fit; one that does not raises the count,
+    # at the cost of one more compile
+    n_win = fixed if fixed is not None else -(-max(needed(p) for p in Ps) // 8) * 8
+
+    def profile_at(p):
+        nonlocal n_win
+        if fixed is None:
+            n_win = max(n_win, -(-needed(p) // 8) * 8)
+        if p not in Ps:
+            bar.total += 1
+        prof = sampled_profile(arch, p, N, n_windows=n_win, **kw)
+        bar.update(1)
+        return prof
+
+    return profile_at, bar
+
+
+def linear_landscape(
+    arch: network.CopyArch, P: list[int] | None = None, N: float = 1.0, *, progress: bool = False, **kw
+) -> dict:
+    """Linear attention: sampled profiles along ``|a_G|`` at every ``P`` (:func:`sampled_profile`,
+    one compile for the scan), and the sampled minimum (:func:`sampled_minimum`) against the
+    reduced action's (:func:`jaxattn.copyhead.linear.linear_minimum`): one minimum that leaves
+    ``a_G = 0`` at the second-order onset and moves continuously.
+
+    Args:
+        arch: the network (linear attention).
+        P: numbers of training sequences (default: 0.5, 1, 2 and 4 times the theory's onset).
+        N: inverse temperature.
+        progress: show a progress bar over ``P``.
+        **kw: passed to :func:`sampled_profile`.
+
+    Returns:
+        A dict: ``N``, ``P`` (list, increasing), ``p_onset_theory``, ``a_min_sampled`` and
+            ``a_min_theory`` per ``P`` (``|a_G|`` at the minimum), ``bin_width`` (of the sampled
+            profile), ``profiles``.
+    """
+    from jaxattn.copyhead import linear as cl
+
+    arch = arch.validate()
+    N = action.check_N(N)
+    onset = cl.linear_onsets(arch, N).P_onset
+    Ps = (
+        sorted({max(1, int(round(f * onset))) for f in (0.5, 1.0, 2.0, 4.0)})
+        if P is None
+        else sorted({int(p) for p in action.check_P(list(P))})
+    )
+    profile_at, bar = _scan(arch, N, Ps, progress, kw)
+    profiles = [profile_at(p) for p in Ps]
+    bar.close()
+    return _linear_summary(arch, N, Ps, profiles)
+
+
+def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile]) -> dict:
+    """:func:`linear_landscape`'s dict from its profiles."""
+    from jaxattn.copyhead import linear as cl
+
+    with precision.float64():
+        theory = cl.linear_scan_jit(jnp.asarray(Ps, jnp.float64), action.hyper(arch, N))
+    return dict(
+        N=N,
+        P=Ps,
+        p_onset_theory=float(cl.linear_onsets(arch, N).P_onset),
+        a_min_sampled=[sampled_minimum(p) for p in profiles],
+        a_min_theory=np.abs(np.asarray(theory.aG)).tolist(),
+        bin_width=float(profiles[0].a[1] - profiles[0].a[0]),
+        profiles=profiles,
+    )
+
+
+def _softmax_summary(
+    arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile], lr: np.ndarray, dlr: np.ndarray
+) -> dict:
+    """:func:`landscape`'s dict from its profiles and their basins' log-odds."""
+    p_star, a_bar = theory_barrier(arch, N)
+    P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
+    return dict(
+        N=N,
+        P=Ps,
+        p_star_theory=p_star,
+        a_barrier=a_bar,
+        p_star_sampled=P0,
+        p_star_sampled_err=dP0,
+        log_ratio=lr.tolist(),
+        log_ratio_err=dlr.tolist(),
+        profiles=profiles,
+    )
+
+
+def landscape(
+    arch: network.CopyArch,
+    P: list[int] | None = None,
+    N: float = 1.0,
+    *,
+    max_extend: int = 5,
+    progress: bool = False,
+    **kw,
+) -> dict:
+    """Sampled profiles at every ``P`` (:func:`sampled_profile`, with one window count, hence one
+    compile, for the whole scan), each basin's probability across the theory's barrier
+    (:func:`basin_log_ratio`), and ``P*`` from sampling: where ``ln(p_copy / p_uniform)`` crosses
+    zero (:func:`crossing`), against the theory's ``P*`` at the same ``N``. Up to ``max_extend``
+    more ``P`` are added by secant steps on the sampled log-odds: outward until a pair of ``P``
+    brackets the crossing, then inside the bracket until it is narrow (an end's log-odds within
+    0.5 of zero, or 2% of ``P`` wide). Linear attention has no jump: its scan is
+    :func:`linear_landscape`, which this calls (``max_extend`` unused).
+
+    Args:
+        arch: the network.
+        P: numbers of training sequences (default :func:`default_P` around the theory's ``P*``).
+        N: inverse temperature.
+        max_extend: the most ``P`` added to bracket the crossing.
+        progress: show a progress bar over ``P``.
+        **kw: passed to :func:`sampled_profile`.
+
+    Returns:
+        A dict: ``N``, ``P`` (list, increasing), ``p_star_theory``, ``a_barrier``,
+            ``p_star_sampled`` and ``p_star_sampled_err`` (``nan`` without a sign change),
+            ``log_ratio`` and ``log_ratio_err`` per ``P``, ``profiles`` (the
+            :class:`SampledProfile` per ``P``).
+    """
+    arch = arch.validate()
+    N = action.check_N(N)
+    if arch.attention != "softmax":
+        return linear_landscape(arch, P, N, progress=progress, **kw)
+    p_star, a_bar = theory_barrier(arch, N)
+    slope = theory_slope(arch, N, p_star)
+    Ps = default_P(p_star, slope) if P is None else sorted({int(p) for p in action.check_P(list(P))})
+    res: dict[int, tuple[SampledProfile, float, float]] = {}
+    profile_at, bar = _scan(arch, N, Ps, progress, kw)
+
+    def run(p):
+        prof = profile_at(p)
+        res[p] = (prof, *basin_log_ratio(prof, a_bar, arch.L))
+
+    for p in Ps:
+        run(p)
+    for _ in range(max_extend):
+        ks = sorted(res)
+        lr = np.array([res[k][1] for k in ks])
+        if not np.all(np.isfinite(lr)):
+            break
+        change = np.flatnonzero(np.sign(lr[:-1]) != np.sign(lr[1:]))
+        if change.size:
+            # bracketed: refine by the secant inside the bracket until it is narrow (an end within
+            # 0.5 of zero, or 2% of P wide), where the log-odds are straight
+            i = int(change[0])
+            if min(abs(lr[i]), abs(lr[i + 1])) < 0.5 or ks[i + 1] - ks[i] <= max(1, 0.02 * ks[i]):
+                break
+            nxt = int(round(ks[i] - lr[i] * (ks[i + 1] - ks[i]) / (lr[i + 1] - lr[i])))
+            nxt = min(max(nxt, ks[i] + 1), ks[i + 1] - 1)
+            run(nxt)
+            continue
+        # one sign everywhere: the log-odds grow with P, so step up from the largest P (all
+        # negative) or down from the smallest (all positive), by the secant of the two nearest
+        up = lr[-1] < 0
+        i, j = (-1, -2) if up else (0, 1)
+        s = (lr[i] - lr[j]) / (ks[i] - ks[j]) if len(ks) > 1 else slope
+        s = s if s > 0 else slope
+        step = max(1, int(np.ceil(1.2 * abs(lr[i]) / s)))
+        nxt = ks[i] + step if up else max(1, ks[i] - step)
+        if nxt in res:
+            break
+        run(nxt)
+    bar.close()
+    ks = sorted(res)
+    lr, dlr = np.array([res[k][1] for k in ks]), np.array([res[k][2] for k in ks])
+    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr)
+
+
+def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
+    """:func:`landscape`'s summary from a ``copy_landscape`` sweep (or any run of
+    :class:`CopyLandscape`) of one data set: the profile of every ``P`` (:func:`profile_of`);
+    for softmax the basins' log-odds across the theory's barrier and the sampled ``P*``, against
+    the theory's; for linear attention the sampled minimum against the theory's.
+
+    Args:
+        ds: the dataset, dimensions ``P``, ``window``, ``chain``, ``draw`` (and ``data_seed`` of
+            length one, if a dimension); every window of each ``P`` (``0`` to ``n_windows - 1``).
+        n_bins: bins of the profiles.
+
+    Returns:
+        The dict of :func:`landscape` (softmax) or :func:`linear_landscape` (linear), without
+            the secant refinement: only the ``P`` of the dataset.
+
+    Raises:
+        ValueError: if the dataset is not the experiment's, holds several data sets, or lacks a
+            window.
+    """
+    from jaxattn.engine import config as cfgs
+
+    if ds.attrs.get("experiment") != COPY_LANDSCAPE.name:
+        raise ValueError(f"not a copy_landscape dataset (experiment={ds.attrs.get('experiment')!r})")
+    config = cfgs.from_json(CopyLandscapeConfig, ds.attrs["config"])
+    if "data_seed" in ds.dims:
+        if ds.sizes["data_seed"] != 1:
+            raise ValueError(f"one data set at a time: select a data_seed of {ds['data_seed'].values.tolist()}")
+        ds = ds.isel(data_seed=0)
+    if ds.sizes["window"] != config.n_windows:
+        raise ValueError(f"window: the dataset has {ds.sizes['window']} of the n_windows={config.n_windows} windows")
+    arch, N = config.arch, config.N
+    Ps = [int(p) for p in ds["P"].values]
+    profiles = [profile_of(ds.sel(P=P), config, P, n_bins) for P in Ps]
+    if arch.attention != "softmax":
+        return _linear_summary(arch, N, Ps, profiles)
+    a_bar = theory_barrier(arch, N)[1]
+    lr, dlr = (np.array(v) for v in zip(*(basin_log_ratio(p, a_bar, arch.L) for p in profiles)))
+    return _softmax_summary(arch, N, Ps, profiles, lr, dlr)

@@ -1,0 +1,133 @@
+"""What the single-location model's experiments share: their axes, the keys of a grid point
+(from its own values, never from its place in the grid), the latent directions, and the layout
+and masking of per-head order parameters.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, PRNGKeyArray
+
+from jaxattn import engine
+from jaxattn.engine import Layout, float_axis, int_axis
+from jaxattn.slm import task
+from jaxattn.slm.config import SLMConfig
+
+GRID_AXES = ("seed", "H", "L", "eta", "signal")
+
+
+HYPER = frozenset({"H", "L", "eta", "signal"})
+
+
+AXES = (
+    int_axis("seed", 0, 0, help="Seed of the initial keys and of the data stream."),
+    int_axis("H", 2, 1, shared=True, help="Heads."),
+    int_axis("L", 4, 2, shared=True, help="Sequence length."),
+    float_axis("eta", 1.0, shared=True, help="Learning rate."),
+    float_axis("signal", 1.0, allow_zero=True, shared=True, help="Scale of theta."),
+)
+
+
+def _noise(v):
+    if isinstance(v, str) or float(v) not in (0.0, 1.0):
+        raise ValueError(f"noise must be 0 or 1, got {v!r}")
+    return float(v)
+
+
+ODE_AXES = AXES + (
+    engine.Axis(
+        "noise", "float", 1.0, _noise, shared=True, help="1: online SGD (the eta^2 noise term), 0: gradient flow."
+    ),
+)
+
+
+def _bits(x: float) -> int:
+    return int(np.asarray(x, np.float32).view(np.uint32))
+
+
+def point_keys(
+    share_data: bool, seed: int, H: int, L: int, eta: float, signal: float
+) -> tuple[PRNGKeyArray, PRNGKeyArray]:
+    """The ``(init_key, data_key)`` of one run, from its own values only (never its position in a
+    grid, so a run's numbers do not depend on the grid around it). With ``share_data`` the data
+    key depends on the seed alone: common random numbers across the other axes.
+
+    Args:
+        share_data: whether the data key depends on the seed alone.
+        seed: the run's seed.
+        H: number of heads.
+        L: sequence length.
+        eta: learning rate (its float32 bits enter the data key without ``share_data``).
+        signal: signal strength (likewise).
+
+    Returns:
+        ``(init_key, data_key)``, two PRNG keys.
+    """
+    base = jax.random.key(seed)
+    dk = jax.random.fold_in(base, 1)
+    if not share_data:
+        for v in (H, L, _bits(eta), _bits(signal)):
+            dk = jax.random.fold_in(dk, v)
+    return jax.random.fold_in(base, 0), dk
+
+
+def directions_and_test_key(config: SLMConfig) -> tuple[Float[Array, "F D"], PRNGKeyArray]:
+    """The latent directions and the test-set key (both from ``directions_seed``).
+
+    Args:
+        config: the grid's configuration (``directions_seed``, ``D``, ``F``).
+
+    Returns:
+        ``(directions, test_key)``: the directions ``s_f`` of shape ``(F, D)``
+            (:func:`jaxattn.slm.task.latent_directions`) and a PRNG key.
+    """
+    dkey = jax.random.key(config.directions_seed)
+    return task.latent_directions(jax.random.fold_in(dkey, 0), config.D, config.F), jax.random.fold_in(dkey, 1)
+
+
+def head_layout(times, H: int, F: int, last: str) -> Layout:
+    """The outputs of a run that records order parameters per head: ``M``, ``Q``, ``b`` and
+    ``last`` over ``time``, and ``diverged``.
+
+    Args:
+        times: the recording times.
+        H: heads (the grid's largest ``H``).
+        F: latent directions.
+        last: the name of the scalar recorded over time (``"error"`` or ``"risk"``).
+
+    Returns:
+        The experiment's :class:`~jaxattn.engine.Layout`.
+    """
+    return Layout(
+        dims=dict(
+            M=("time", "head", "direction"),
+            Q=("time", "head", "head_"),
+            b=("time", "head"),
+            **{last: ("time",)},
+            diverged=(),
+        ),
+        coords=dict(time=np.asarray(times), head=np.arange(H), head_=np.arange(H), direction=np.arange(F)),
+        long_names={"error": "test error |y - y_hat|^2 / D", "risk": "R(M, Q, b) along the ODE"},
+    )
+
+
+def masked_heads(M, Q, b, hm, bad: bool | Array = False):
+    """``NaN`` on padded heads (and everywhere once ``bad``).
+
+    Args:
+        M: overlaps, ``(..., H, F)``.
+        Q: overlaps, ``(..., H, H)``.
+        b: biases, ``(..., H)``.
+        hm: the real heads, ``(H,)``.
+        bad: whether the run diverged.
+
+    Returns:
+        ``(M, Q, b)`` with ``NaN`` where a head is padded.
+    """
+    return (
+        jnp.where(bad | ~hm[..., None], jnp.nan, M),
+        jnp.where(bad | ~(hm[..., None] & hm[..., None, :]), jnp.nan, Q),
+        jnp.where(bad | ~hm, jnp.nan, b),
+    )

@@ -1,0 +1,210 @@
+"""Online SGD of the single-location model on the engine: the ``slm_sgd`` experiment over
+``seed x H x L x eta x signal`` and :func:`train`.
+
+``H`` and ``L`` are padded to their maxima and masked; with ``share_data`` (the default) the
+points of one seed share one data stream: the same tokens, drawn once per step for all of them
+(common random numbers: paired comparisons across ``H``, ``L``, ``eta``, ``signal`` and, between
+runs, activations).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import xarray as xr
+
+from jaxattn import engine
+from jaxattn.core.attention import prefix_mask
+from jaxattn.engine import Experiment, Layout, over_groups, stream_values
+from jaxattn.slm import network, priors, sgd, task
+from jaxattn.slm.config import SLMConfig
+from jaxattn.slm.experiments.common import (
+    AXES,
+    GRID_AXES,
+    HYPER,
+    directions_and_test_key,
+    head_layout,
+    masked_heads,
+    point_keys,
+)
+
+
+class SGDStatic(NamedTuple):
+    """The static part of an online-SGD grid (:class:`OnlineSGD`), fixed by its config and axes.
+
+    Attributes:
+        cfg: the SGD configuration (padded ``H_max``, ``L_max``).
+        gaps: SGD steps before each recording (the first is 0: ``t = 0``).
+        times: the recording times ``t = samples / D``.
+        n_test: test samples per recorded error.
+        F: number of latent directions.
+        share_data: common random numbers across everything but the seed.
+    """
+
+    cfg: sgd.SGDConfig
+    gaps: tuple[int, ...]  # SGD steps before each recording (the first is 0: t = 0)
+    times: tuple[float, ...]
+    n_test: int
+    F: int
+    share_data: bool
+
+
+class OnlineSGDExperiment(Experiment):
+    """Online SGD on the single-location model (Spec A, section 2): ``M``, ``Q``, ``b`` and the
+    test error at the recording times, and whether the run diverged.
+
+    Attributes:
+        name: ``"slm_sgd"``, the name it is registered under.
+        doc: one line describing it.
+        config_type: :class:`~jaxattn.slm.config.SLMConfig`.
+        axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``.
+        block: default streams per block.
+        group: default members per group.
+    """
+
+    name = "slm_sgd"
+    doc = "single-location model, online SGD (jaxattn.train)"
+    config_type = SLMConfig
+    axes = AXES
+    block = 2
+    group = 1  # measured fastest on a CPU (benchmarks/README.md); raise both on a GPU
+
+    def shared_axes(self, config: SLMConfig) -> frozenset[str]:
+        return HYPER if config.share_data else frozenset()
+
+    def setup(self, config: SLMConfig, values):
+        cfg = sgd.SGDConfig(
+            D=config.D,
+            H_max=max(values["H"]),
+            L_max=max(values["L"]),
+            arch=network.Arch(config.activation, config.aggregation),
+            batch_size=config.batch_size,
+            sigma0=float(config.sigma0),
+            bias_lr=float(config.bias_lr),
+        )
+        steps = config.record_steps()
+        directions, test_key = directions_and_test_key(config)
+        shared = dict(directions=directions, prior=priors.astype(config.prior, jnp.float32), test_key=test_key)
+        static = SGDStatic(
+            cfg,
+            tuple(int(g) for g in np.diff(steps, prepend=0)),
+            tuple(float(t) for t in steps * config.batch_size / config.D),
+            config.n_test,
+            config.F,
+            config.share_data,
+        )
+        return static, shared
+
+    def params(self, static: SGDStatic, points) -> sgd.RunParams:
+        keys = [point_keys(static.share_data, *(points[k][i] for k in GRID_AXES)) for i in range(len(points["seed"]))]
+        return sgd.RunParams(
+            init_key=jnp.stack([k[0] for k in keys]),
+            data_key=jnp.stack([k[1] for k in keys]),
+            eta=jnp.asarray(points["eta"], jnp.float32),
+            signal=jnp.asarray(points["signal"], jnp.float32),
+            H=jnp.asarray(points["H"], jnp.int32),
+            L=jnp.asarray(points["L"], jnp.int32),
+        )
+
+    def init(self, static: SGDStatic, shared, p, n_groups):
+        cfg = static.cfg
+        states = over_groups(lambda rp: jax.vmap(jax.vmap(lambda r: sgd.init(cfg, r)))(rp), n_groups, p)
+        lead = p.eta.shape + (len(static.gaps),)
+        H = cfg.H_max
+        rec = dict(
+            M=jnp.zeros(lead + (H, static.F)),
+            Q=jnp.zeros(lead + (H, H)),
+            b=jnp.zeros(lead + (H,)),
+            error=jnp.zeros(lead),
+        )
+        return states, rec
+
+    def step(self, static: SGDStatic, shared, p, state, k, n_groups):
+        cfg, dirs, prior = static.cfg, shared["directions"], shared["prior"]
+        states, rec = state
+
+        def sgd_step(_, st):
+            # one batch per stream, drawn once and applied to every member of the stream
+            sv = stream_values((p.data_key, st.step))
+            batch = jax.vmap(lambda k, n: sgd.draw_batch(cfg, prior, k, n))(*sv)
+
+            def group(s, rp):
+                return jax.vmap(lambda b, s_, r_: jax.vmap(lambda a, c: sgd.update(cfg, dirs, a, c, b))(s_, r_))(
+                    batch, s, rp
+                )
+
+            return over_groups(group, n_groups, st, p)
+
+        states = jax.lax.fori_loop(0, jnp.asarray(static.gaps)[k], sgd_step, states)
+        test = jax.vmap(lambda i: task.draw(jax.random.fold_in(shared["test_key"], i), prior, cfg.L_max, cfg.D))(
+            jnp.arange(static.n_test)
+        )
+
+        def observe(st: sgd.SGDState, rp: sgd.RunParams):
+            hm, pm = prefix_mask(rp.H, cfg.H_max), prefix_mask(rp.L, cfg.L_max)
+            M, Q = network.order_parameters(st.params, dirs)
+
+            def err(d):
+                s = task.assemble(d, dirs, rp.L, rp.signal)
+                return network.error(st.params, s.X, s.X[s.eps], cfg.arch, hm, pm)
+
+            e = jnp.mean(jax.lax.map(err, test, batch_size=min(static.n_test, 256)))
+            M, Q, b = masked_heads(M, Q, st.params.bias, hm, st.diverged)
+            return dict(M=M, Q=Q, b=b, error=jnp.where(st.diverged, jnp.nan, e))
+
+        obs = over_groups(lambda s, rp: jax.vmap(jax.vmap(observe))(s, rp), n_groups, states, p)
+        rec = jax.tree_util.tree_map(lambda r, o: jax.lax.dynamic_update_index_in_dim(r, o, k, 3), rec, obs)
+        return states, rec
+
+    def finish(self, static, shared, p, state, n_groups):
+        states, rec = state
+        return {**rec, "diverged": states.diverged}
+
+    def layout(self, static: SGDStatic) -> Layout:
+        return head_layout(static.times, static.cfg.H_max, static.F, "error")
+
+    def bytes_per_point(self, static: SGDStatic) -> int:
+        c = static.cfg
+        per_step = 4 * (c.H_max * c.D * 3 + c.L_max * c.D * 2 * c.batch_size)
+        records = 4 * len(static.gaps) * (c.H_max * (static.F + c.H_max + 1) + 1)
+        return per_step + records
+
+    def progress_units(self, static: SGDStatic):
+        return np.asarray(static.gaps) * static.cfg.batch_size / static.cfg.D, "t"
+
+    def attrs(self, config: SLMConfig, static) -> dict:
+        return {"activation": config.activation, "D": config.D, "F": config.F}
+
+
+SLM_SGD = OnlineSGDExperiment()
+
+
+TRAIN_GRID = {a.name: a.default for a in AXES}
+"""``TRAIN_GRID`` is the grid :func:`train` runs unless told otherwise: one point, each axis at its default."""
+
+
+def train(config: SLMConfig | None = None, **kw: Any) -> xr.Dataset:
+    """Train the grid ``seed x H x L x eta x signal`` by online SGD; return the recorded
+    observables as a Dataset with dimensions ``(seed, H, L, eta, signal, time, head, direction)``.
+
+    Variables: ``M[..., time, head, direction]``, ``Q[..., time, head, head_]``,
+    ``b[..., time, head]`` (``NaN`` on padded heads), ``error[..., time]`` (test error
+    ``|y - y_hat|^2 / D``) and ``diverged[...]`` (a run whose loss became non-finite: its
+    observables are ``NaN`` from then on; the rest of the grid is unaffected).
+
+    The blocks of data streams are sharded over ``devices`` (default: all local devices); the
+    numbers depend on nothing but each point's values and the block shape ``(block, group)``.
+
+    Args:
+        config: the fixed parameters (default ``SLMConfig()``).
+        **kw: the axes ``seed`` (of the initial keys and the data stream), ``H`` (heads), ``L``
+            (sequence length), ``eta`` (learning rate) and ``signal`` (``theta -> signal theta``),
+            a value or a list each (default :data:`TRAIN_GRID`); and the options of :func:`jaxattn.engine.run` (``progress``, ``devices``, ``block``, ``group``, ``chunk_size``, ``memory_budget``).
+
+    Returns:
+        An ``xarray.Dataset`` with ``M``, ``Q``, ``b``, ``error`` and ``diverged`` as above.
+    """
+    return engine.run(SLM_SGD, config or SLMConfig(), **{**TRAIN_GRID, **kw})
