@@ -13,7 +13,7 @@ PLUGIN = textwrap.dedent('''
     """A tiny jaxattn plugin: a 'relu_norm' activation and a 'tiny_sgd' model."""
     import jax.numpy as jnp
 
-    from jaxattn.slm.experiments import OnlineSGD
+    from jaxattn.slm.experiments.sgd import OnlineSGDExperiment
 
 
     def relu_norm(scores, bias, valid):
@@ -24,7 +24,7 @@ PLUGIN = textwrap.dedent('''
     relu_norm.aggregation = "sum"
 
 
-    class TinySGD(OnlineSGD):
+    class TinySGD(OnlineSGDExperiment):
         name = "tiny_sgd"
 
 
