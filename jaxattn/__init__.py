@@ -63,9 +63,9 @@ _MOVED = {
             "softmax_critical_point",
             "softmax_phase_diagram",
             "softmax_transition",
-            "theory_summary",
         )
     },
+    "theory_summary": "jaxattn.copyhead.curves",
 }
 _MOVED.update(
     single_location="jaxattn.slm.task (the same module)",

@@ -157,7 +157,7 @@ def moved(module: str, paths: dict[str, str]) -> Callable[[str], Any]:
     def getattr_(name: str) -> Any:
         if name in paths:
             new = paths[name]
-            where = new if " " in new or new.endswith(")") else f"{new}.{name}"
+            where = new if " " in new else f"{new}.{name}"
             raise AttributeError(f"{module}.{name} has moved: use {where}")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 

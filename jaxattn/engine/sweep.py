@@ -63,7 +63,7 @@ def sweep_plan(sweep: Sweep) -> Plan:
         sweep: The parsed sweep file.
 
     Returns:
-        The ``Plan`` (see :func:`~jaxattn.engine.compute.make_plan`).
+        The ``Plan`` (see :func:`~jaxattn.engine.plan.make_plan`).
     """
     return make_plan(
         sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group

@@ -119,7 +119,7 @@ class CopySGLD(Experiment):
 
     def setup(self, c: CopySGLDConfig, values):
         s = c.sampler
-        sched = sgld.schedule(segments(s.burn_in, 5) if s.burn_in else (), segments(s.n_kept))
+        sched = sgld.schedule(segments(s.burn_in, 5), segments(s.n_kept))
         static = SGLDStatic(
             c.arch,
             max(values["P"]),

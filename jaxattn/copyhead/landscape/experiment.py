@@ -81,7 +81,7 @@ class CopyLandscape(Experiment):
     def setup(self, c: CopyLandscapeConfig, values):
         if max(values["window"]) >= c.n_windows:
             raise ValueError(f"window must be below n_windows={c.n_windows}, got {max(values['window'])}")
-        sched = sgld.schedule(segments(c.burn_in, 5) if c.burn_in else (), segments(c.n_draws))
+        sched = sgld.schedule(segments(c.burn_in, 5), segments(c.n_draws))
         static = LandscapeStatic(
             c,
             -(-max(values["P"]) // 128) * 128,

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
-from jaxattn.copyhead import action, network
+from jaxattn.copyhead import action, linear, network
 from jaxattn.copyhead.config import CopyLandscapeConfig
 from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape.profiles import (
@@ -121,11 +121,9 @@ def linear_landscape(
             ``a_min_theory`` per ``P`` (``|a_G|`` at the minimum), ``bin_width`` (of the sampled
             profile), ``profiles``.
     """
-    from jaxattn.copyhead import linear as cl
-
     arch = arch.validate()
     N = action.check_N(N)
-    onset = cl.linear_onsets(arch, N).P_onset
+    onset = linear.linear_onsets(arch, N).P_onset
     Ps = (
         sorted({max(1, int(round(f * onset))) for f in (0.5, 1.0, 2.0, 4.0)})
         if P is None
@@ -139,14 +137,12 @@ def linear_landscape(
 
 def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile]) -> dict:
     """:func:`linear_landscape`'s dict from its profiles."""
-    from jaxattn.copyhead import linear as cl
-
     with precision.float64():
-        theory = cl.linear_scan_jit(jnp.asarray(Ps, jnp.float64), action.hyper(arch, N))
+        theory = linear.linear_scan_jit(jnp.asarray(Ps, jnp.float64), action.hyper(arch, N))
     return dict(
         N=N,
         P=Ps,
-        p_onset_theory=float(cl.linear_onsets(arch, N).P_onset),
+        p_onset_theory=float(linear.linear_onsets(arch, N).P_onset),
         a_min_sampled=[sampled_minimum(p) for p in profiles],
         a_min_theory=np.abs(np.asarray(theory.aG)).tolist(),
         bin_width=float(profiles[0].a[1] - profiles[0].a[0]),
