@@ -1,12 +1,12 @@
 """Order-parameter ODEs at equal accuracy: the cost of ``max |dM| <= 1e-3`` at ``t = 10``.
 
 The grid of ``benchmarks/slm_ode_throughput.py`` (Bayes-softmax, one-hot ``F = 2, nu = 4``,
-``H = 2, L = 4``, 32 values of ``eta`` in ``[0.2, 2]``, random starts of ``D = 1000``), integrated
+``H = 2, L = 4``, 4 random starts of ``D = 1000`` x 8 values of ``eta`` in ``[0.2, 2]``), integrated
 to ``t = 10`` with banks of ``n`` score draws (times 2 latents):
 
   reference  a scrambled Sobol bank of 2^18 draws; its own error is bounded by its distance to an
              independent one of 2^17 draws (another scramble);
-  jaxattn    ``slm_ode.integrate_grid`` with a Sobol and with a Monte Carlo bank of n = 2^10 ..
+  jaxattn    ``slm.integrate`` with a Sobol and with a Monte Carlo bank of n = 2^10 ..
              2^16, warm (compile excluded);
   scipy      ``solve_ivp`` RK45 one point at a time with the NumPy right-hand side of
              ``slm_ode_throughput.py`` (read in blocks of 2^16 draws), on a plain Monte Carlo bank
@@ -44,9 +44,9 @@ import scipy  # noqa: E402
 sys.path.insert(0, os.path.dirname(__file__))
 from slm_ode_throughput import ATOL, NU, RTOL, D, F, H, L, np_rhs, scipy_point  # noqa: E402
 
+from jaxattn import slm  # noqa: E402
 from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
-from jaxattn.slm.network import Arch  # noqa: E402
 from jaxattn.slm.risk import make_bank  # noqa: E402
 
 TARGET = 1e-3
@@ -63,29 +63,31 @@ def main():
         SIZES, REF, CHECK = [2**8, 2**9], 2**11, 2**10
     n = 32
     with jax.enable_x64(True):
-        arch = Arch(ACT)
         prior = priors.astype(priors.onehot(F, NU), jnp.float64)
-        etas = np.linspace(0.2, 2.0, n)
-        y0 = slm_ode.random_initial_conditions(jax.random.key(2), H, F, D=D, n=n)
-        args = slm_ode.ODEArgs(
-            jnp.asarray(etas), jnp.ones(n), jnp.ones(n), jnp.ones((n, H), bool), jnp.ones((n, L), bool)
-        )
-        ts = jnp.asarray([0.0, 10.0])
+        n_starts = 4  # the grid: 4 starts x 8 values of eta, point i = (start i // 8, eta i % 8)
+        etas = np.linspace(0.2, 2.0, n // n_starts)
+        y0 = slm_ode.random_initial_conditions(jax.random.key(2), H, F, D=D, n=n_starts)
+        points = [(i // len(etas), float(etas[i % len(etas)])) for i in range(n)]
 
-        def solve(bank, y=y0, a=args, repeats=1):
-            """M at t = 10, and the best warm wall time of ``repeats`` runs (the first compiles)."""
-            s = jax.block_until_ready(slm_ode.integrate_grid(y, a, bank, ts, arch, rtol=RTOL, atol=ATOL))
+        def solve(n_bank, bank_seed, method, seed=None, eta=None, repeats=1):
+            """M at t = 10 per point, and the best warm wall time of ``repeats`` runs (the first
+            compiles), on the bank ``make_bank(..., n=n_bank, key=key(bank_seed), method=method)``;
+            the whole grid unless ``seed`` and ``eta`` pick a point."""
+            seed, eta = (range(n_starts), list(etas)) if seed is None else (seed, eta)
+            config = slm.SLMODEConfig(D=D, prior=prior, activation=ACT, times=(0.0, 10.0), n_bank=n_bank,
+                                      bank_seed=bank_seed, bank_method=method, rtol=RTOL, atol=ATOL)
+            s = slm.integrate(config, start=y0, seed=seed, eta=eta)
             best = np.inf
             for _ in range(repeats):
                 t0 = time.perf_counter()
-                s = jax.block_until_ready(slm_ode.integrate_grid(y, a, bank, ts, arch, rtol=RTOL, atol=ATOL))
+                s = slm.integrate(config, start=y0, seed=seed, eta=eta)
                 best = min(best, time.perf_counter() - t0)
-            assert bool(np.all(s.ok))
-            return np.asarray(s.M[:, -1]), best
+            assert not bool(s["diverged"].any())
+            return s["M"].isel(time=-1).values.reshape(-1, H, F), best
 
         t0 = time.perf_counter()
-        M_ref, _ = solve(make_bank(prior, L, H, n=REF, key=jax.random.key(99), method="sobol"), repeats=0)
-        M_chk, _ = solve(make_bank(prior, L, H, n=CHECK, key=jax.random.key(98), method="sobol"), repeats=0)
+        M_ref, _ = solve(REF, 99, "sobol", repeats=0)
+        M_chk, _ = solve(CHECK, 98, "sobol", repeats=0)
         ref_err = float(np.abs(M_chk - M_ref).max())
         print(f"# reference: Sobol 2^{REF.bit_length() - 1}; max|dM| to an independent Sobol "
               f"2^{CHECK.bit_length() - 1}: {ref_err:.1e} "
@@ -94,8 +96,7 @@ def main():
         rows, per_point = {}, {}
         for method in ("sobol", "mc"):
             for m in SIZES:
-                bank = make_bank(prior, L, H, n=m, key=jax.random.key(1), method=method)
-                M, t = solve(bank, repeats=2 if m <= 2**13 else 1)
+                M, t = solve(m, 1, method, repeats=2 if m <= 2**13 else 1)
                 per_point[method, m] = np.abs(M - M_ref).max(axis=(1, 2))
                 rows[method, m] = (float(per_point[method, m].max()), t)
                 print(f"# jaxattn {method:5s} n = {m:6d}: max|dM| = {rows[method, m][0]:.2e}, {t:.2f} s", flush=True)
@@ -107,31 +108,29 @@ def main():
         n_mc = 2 ** int(np.ceil(np.log2((c / TARGET) ** 2)))
         n_mc = min(n_mc, 2**12) if quick else n_mc
         worst = int(np.argmax(per_point["mc", SIZES[-1]]))
-        one = jax.tree_util.tree_map(lambda x: x[worst : worst + 1], (y0, args))
         t0 = time.perf_counter()
-        big = make_bank(prior, L, H, n=n_mc, key=jax.random.key(1), method="mc")
-        M_big, _ = solve(big, *one, repeats=0)
+        M_big, _ = solve(n_mc, 1, "mc", seed=points[worst][0], eta=points[worst][1], repeats=0)
         err_big = float(np.abs(M_big[0] - M_ref[worst]).max())
         print(f"# Monte Carlo: err ~ {c:.3f} n^-1/2 -> n_mc = 2^{int(np.log2(n_mc))} for {TARGET:g}; at the "
-              f"worst grid point (eta = {etas[worst]:.2f}) n_mc gives max|dM| = {err_big:.2e} "
+              f"worst grid point (eta = {points[worst][1]:.2f}) n_mc gives max|dM| = {err_big:.2e} "
               f"({time.perf_counter() - t0:.0f} s)", flush=True)
 
         # scipy: evaluations per point (a 2^10-draw bank) x the cost of one evaluation on n_mc draws
-        y0_np = [np.asarray(v) for v in y0]
+        y0_np = [np.asarray(v, np.float64) for v in y0]
         small = tuple(np.asarray(x) for x in make_bank(prior, L, H, n=2**10, key=jax.random.key(1), method="mc"))
         nfev = []
         for i in range(n):
-            s = scipy_point(y0_np[0][i], y0_np[1][i], y0_np[2][i], float(etas[i]), small, np.array([0.0, 10.0]), ACT)
+            j, eta = points[i]
+            s = scipy_point(y0_np[0][j], y0_np[1][j], y0_np[2][j], eta, small, np.array([0.0, 10.0]), ACT)
             assert s.success, s.message
             nfev.append(s.nfev)
-        big_np = tuple(np.asarray(x) for x in big)
-        del big
-        state = [v[worst] for v in y0_np]
-        np_rhs(*state, float(etas[worst]), *big_np, ACT, CHUNK)  # warm the pages
+        big_np = tuple(np.asarray(x) for x in make_bank(prior, L, H, n=n_mc, key=jax.random.key(1), method="mc"))
+        state = [v[points[worst][0]] for v in y0_np]
+        np_rhs(*state, points[worst][1], *big_np, ACT, CHUNK)  # warm the pages
         reps = 3
         t0 = time.perf_counter()
         for _ in range(reps):
-            np_rhs(*state, float(etas[worst]), *big_np, ACT, CHUNK)
+            np_rhs(*state, points[worst][1], *big_np, ACT, CHUNK)
         t_eval = (time.perf_counter() - t0) / reps
         t_sp = t_eval * sum(nfev)
         print(f"# scipy: {sum(nfev)} RHS evaluations over the grid ({min(nfev)} to {max(nfev)} per point); "

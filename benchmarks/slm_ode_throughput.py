@@ -3,9 +3,10 @@
 Side by side, in one process, the same ODEs (``jaxattn.slm.ode``: drift plus SGD noise) on
 the same bank of Monte Carlo draws (so the right-hand sides are the same function, to rounding):
 
-  jaxattn   ``slm_ode.integrate_grid``: the 32-point grid vmapped through one compiled diffrax
-            solve (Dopri5, PID step control); compile time reported apart; on one XLA host device
-            and sharded over one host device per core (``jaxattn.use_cpu_cores``, as
+  jaxattn   ``slm.integrate`` (the engine's ODE experiment, from given starts): the 32-point grid
+            (4 starts x 8 values of eta) vmapped through one compiled diffrax solve per interval
+            (Dopri5, PID step control); compile time reported apart; on one XLA host device and
+            over one host device per core (``jaxattn.use_cpu_cores``, as
             ``benchmarks/slm_throughput.py`` does);
   scipy     ``scipy.integrate.solve_ivp(method="RK45")`` (the same Dormand-Prince 5(4) pair) one
             grid point at a time, with a plain NumPy right-hand side: activation, score gradient
@@ -35,7 +36,7 @@ import numpy as np
 import scipy
 from scipy.integrate import solve_ivp
 
-from jaxattn.core.devices import shard_streams
+from jaxattn import slm
 from jaxattn.slm import ode as slm_ode
 from jaxattn.slm import priors
 from jaxattn.slm.network import Arch
@@ -142,11 +143,15 @@ def main():
         prior = priors.astype(priors.onehot(F, NU), jnp.float64)
         bank = make_bank(prior, L, H, n=opt.n_bank, key=jax.random.key(1))
         bank_np = tuple(np.asarray(x) for x in bank)
-        etas = np.linspace(0.2, 2.0, n)
-        y0 = slm_ode.random_initial_conditions(jax.random.key(2), H, F, D=D, n=n)
-        args = slm_ode.ODEArgs(
-            jnp.asarray(etas), jnp.ones(n), jnp.ones(n), jnp.ones((n, H), bool), jnp.ones((n, L), bool))
-        ts = jnp.asarray(ts_list)
+        n_starts = 4  # the grid: n_starts starts x n / n_starts values of eta
+        etas = np.linspace(0.2, 2.0, n // n_starts)
+        y0 = slm_ode.random_initial_conditions(jax.random.key(2), H, F, D=D, n=n_starts)
+        # point i: start i // len(etas), eta etas[i % len(etas)] (the engine's grid order, seed first)
+        points = [(i // len(etas), float(etas[i % len(etas)])) for i in range(n)]
+        args = slm_ode.ODEArgs(jnp.asarray([e for _, e in points]), jnp.ones(n), jnp.ones(n), jnp.ones((n, H), bool),
+                               jnp.ones((n, L), bool))
+        config = slm.SLMODEConfig(D=D, prior=priors.onehot(F, NU), activation=act, times=tuple(ts_list),
+                                  n_bank=opt.n_bank, bank_seed=1, rtol=RTOL, atol=ATOL)
 
         # 1. the NumPy right-hand side equals slm_ode.rhs
         rng = np.random.default_rng(0)
@@ -158,7 +163,7 @@ def main():
                 jnp.asarray(rng.normal(size=H)))
             a = jax.tree_util.tree_map(lambda x: x[i], args)
             ref = jax.jit(slm_ode.rhs, static_argnums=3)(y, a, bank, arch)
-            got = np_rhs(*(np.asarray(v) for v in y), float(etas[i]), *bank_np, act)
+            got = np_rhs(*(np.asarray(v) for v in y), points[i][1], *bank_np, act)
             num = max(np.max(np.abs(np.asarray(r) - g)) for r, g in zip(ref, got))
             den = max(np.max(np.abs(np.asarray(r))) for r in ref)
             worst = max(worst, num / den)
@@ -167,39 +172,43 @@ def main():
 
         # cost of one right-hand side per grid point: vmapped slm_ode.rhs over the grid, and NumPy
         vrhs = jax.jit(jax.vmap(lambda y, a: slm_ode.rhs(y, a, bank, arch, slm_ode.default_chunk())))
-        jax.block_until_ready(vrhs(y0, args))
+        y_pts = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float64)[np.array([j for j, _ in points])], y0)
+        jax.block_until_ready(vrhs(y_pts, args))
         t0 = time.perf_counter()
         for _ in range(10):
-            out = vrhs(y0, args)
+            out = vrhs(y_pts, args)
         jax.block_until_ready(out)
         c_jax = (time.perf_counter() - t0) / 10 / n
-        yy = [np.asarray(v[0]) for v in y0]
+        yy = [np.asarray(v[0], np.float64) for v in y0]
         t0 = time.perf_counter()
         for _ in range(10):
-            np_rhs(*yy, float(etas[0]), *bank_np, act)
+            np_rhs(*yy, points[0][1], *bank_np, act)
         c_np = (time.perf_counter() - t0) / 10
 
-        # 2. jaxattn: compile, then best of `repeats`; one device, then sharded over the devices
-        def timed(y, a):
+        # 2. jaxattn: compile, then best of `repeats`; one device, then over all the devices
+        def timed(devices):
+            def go():
+                return slm.integrate(config, start=y0, seed=range(n_starts), eta=list(etas), devices=devices)
+
             t0 = time.perf_counter()
-            s = jax.block_until_ready(slm_ode.integrate_grid(y, a, bank, ts, arch, rtol=RTOL, atol=ATOL))
+            s = go()
             t_first = time.perf_counter() - t0
             best = np.inf
             for _ in range(opt.repeats):
                 t0 = time.perf_counter()
-                s = jax.block_until_ready(slm_ode.integrate_grid(y, a, bank, ts, arch, rtol=RTOL, atol=ATOL))
+                s = go()
                 best = min(best, time.perf_counter() - t0)
-            assert bool(np.all(s.ok)), "a diffrax solve failed"
-            return s, best, t_first - best
+            assert not bool(s["diverged"].any()), "a diffrax solve failed"
+            return s["M"].values.reshape(n, len(ts_list), H, F), best, t_first - best
 
-        sol, t_jax, t_compile = timed(y0, args)
+        M_jax, t_jax, t_compile = timed(jax.devices()[:1])
         n_dev = len(jax.devices())
         if n_dev > 1:
-            sol_sh, t_jax_sh, _ = timed(shard_streams(y0), shard_streams(args))
-            assert np.allclose(np.asarray(sol_sh.M), np.asarray(sol.M), rtol=0, atol=1e-12)
+            M_sh, t_jax_sh, _ = timed(jax.devices())
+            assert np.array_equal(M_sh, M_jax)  # the engine gives the same bits on any devices
 
         # 3. scipy one point at a time
-        y0_np = [np.asarray(v) for v in y0]
+        y0_np = [np.asarray(v, np.float64) for v in y0]
         ts_np = np.asarray(ts_list)
         k_sp = opt.scipy_points
         order = list(range(n))
@@ -208,13 +217,14 @@ def main():
             if k_sp is not None and n_sp >= k_sp:
                 break
             t0 = time.perf_counter()
-            s = scipy_point(y0_np[0][i], y0_np[1][i], y0_np[2][i], float(etas[i]), bank_np, ts_np, act)
+            j, eta = points[i]
+            s = scipy_point(y0_np[0][j], y0_np[1][j], y0_np[2][j], eta, bank_np, ts_np, act)
             t_sp += time.perf_counter() - t0
             n_sp += 1
             nfev += s.nfev
             assert s.success, s.message
             M_end = s.y[: H * F, -1].reshape(H, F)
-            diffs.append(np.max(np.abs(M_end - np.asarray(sol.M[i, -1]))))
+            diffs.append(np.max(np.abs(M_end - M_jax[i, -1])))
             if k_sp is None and n_sp == 1 and t_sp * n > 300:
                 k_sp = 4  # all points would take over 5 minutes: time a subset, scale per point
                 print(f"# scipy: first point took {t_sp:.1f} s; timing {k_sp} points")
@@ -225,7 +235,7 @@ def main():
     # 4. table
     print(f"# {platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}, scipy {scipy.__version__}, "
           f"numpy {np.__version__}, backend {jax.default_backend()}, {len(jax.devices())} XLA device(s)")
-    print(f"# one-hot prior F={F} nu={NU:g}, H={H}, L={L}, {act}, {n} values of eta in [0.2, 2], "
+    print(f"# one-hot prior F={F} nu={NU:g}, H={H}, L={L}, {act}, {n} points ({n_starts} starts x {len(etas)} values of eta in [0.2, 2]), "
           f"D={D} random starts; bank {opt.n_bank} x {F} = {bank.z.shape[0]} weighted draws shared by both; "
           f"t = {ts_list}; rtol={RTOL:g}, atol={ATOL:g}")
     print(f"# one RHS evaluation per grid point: {1e3 * c_jax:.2f} ms (slm_ode.rhs vmapped over the grid, "
@@ -234,8 +244,8 @@ def main():
     print(f"# scipy: {n_sp} of {n} points integrated, {nfev / n_sp:.0f} RHS evaluations per point"
           + (f"; wall time scaled to {n} points from {t_sp:.1f} s" if scaled else ""))
     print(f"# max |M_jaxattn - M_scipy| at t = {ts_list[-1]:g} over the {n_sp} points: {max(diffs):.1e} "
-          f"(|M| up to {float(np.max(np.abs(sol.M[:, -1]))):.2f})")
-    rows = [("jaxattn, `integrate_grid` (diffrax Dopri5, vmapped, one compile), 1 XLA device", n, t_jax)]
+          f"(|M| up to {float(np.max(np.abs(M_jax[:, -1]))):.2f})")
+    rows = [("jaxattn, `slm.integrate` (diffrax Dopri5, vmapped, one compile), 1 XLA device", n, t_jax)]
     if n_dev > 1:
         rows.append((f"jaxattn, the same, grid sharded over {n_dev} XLA host devices", n, t_jax_sh))
     sp_n = f"{n} ({n_sp} timed, scaled)" if scaled else f"{n}"

@@ -13,9 +13,20 @@ from jaxattn.engine import registry
 DOC = pathlib.Path(__file__).parents[1] / "docs" / "extend.md"
 
 
+def doc_blocks():
+    return re.findall(r'```python(?: title="([^"]+)")?\n(.*?)```', DOC.read_text(), re.S)
+
+
+def test_the_new_model_is_the_size_the_doc_says():
+    """The two-location model's files are as long as the page says: a model costs about 130 lines."""
+    lines = sum(len(code.splitlines()) for name, code in doc_blocks() if name)
+    said = re.search(r"three files, (\d+) lines in all", DOC.read_text())
+    assert said is not None and int(said.group(1)) == lines and lines <= 140, lines
+
+
 @pytest.mark.slow  # long; CI runs it with the slow checks
 def test_extend_doc_example_runs(tmp_path, monkeypatch):
-    blocks = re.findall(r'```python(?: title="([^"]+)")?\n(.*?)```', DOC.read_text(), re.S)
+    blocks = doc_blocks()
     files = [(name, code) for name, code in blocks if name]
     assert {n for n, _ in files} >= {"twoloc/__init__.py", "twoloc/task.py", "twoloc/experiments.py"}
     for name, code in files:

@@ -59,33 +59,20 @@ def test_bayes_risk_onehot_F2_L4_within_a_thousandth(nu, expected):
 
 
 @pytest.mark.slow  # 18 s: two compiles of the ODE grid
-def test_integrate_grid_computes_in_float64_from_a_float32_caller():
-    """``ode.integrate_grid`` called with x64 off, on float32 inputs, returns float64 results equal
-    to those of a float64 caller on the same numbers (the theory switches float64 on itself)."""
-    import jax.numpy as jnp
-
-    from jaxattn.core.attention import prefix_mask
+def test_ode_computes_in_float64_from_a_float32_caller():
+    """``slm.integrate`` called with x64 off, from float32 starts, returns float64 results equal to
+    those of a float64 caller (the theory switches float64 on itself)."""
+    from jaxattn import slm
     from jaxattn.slm import ode, priors
-    from jaxattn.slm.network import Arch
-    from jaxattn.slm.risk import make_bank
 
-    def inputs():
-        bank = make_bank(priors.onehot(2, 4.0), 4, 2, n=200, key=jax.random.key(0))
-        y0 = ode.random_initial_conditions(jax.random.key(1), 2, 2, D=100, n=2)
-        args = ode.ODEArgs(jnp.ones(2), jnp.ones(2), jnp.ones(2), jnp.stack([prefix_mask(2, 2)] * 2),
-                           jnp.stack([prefix_mask(4, 4)] * 2))
-        return y0, args, bank, jnp.asarray([0.0, 1.0, 3.0])
-
+    cfg = slm.SLMODEConfig(D=100, prior=priors.onehot(2, 4.0), times=(0.0, 1.0, 3.0), n_bank=200)
     assert not jax.config.jax_enable_x64
-    y0, args, bank, ts = inputs()  # float32, as a float32 caller makes them
-    assert bank.z.dtype == jnp.float32
-    got = ode.integrate_grid(y0, args, bank, ts, Arch("bayes_softmax"))
-    assert got.M.dtype == jnp.float64 and got.risk.dtype == jnp.float64
+    y0 = ode.random_initial_conditions(jax.random.key(1), 2, 2, D=100, n=2)
+    assert y0.M.dtype == np.float32  # as a float32 caller makes them
+    got = slm.integrate(cfg, start=y0, seed=[0, 1])
+    assert got["M"].dtype == np.float64 and got["risk"].dtype == np.float64
     with jax.enable_x64(True):
-        y0_64, args_64, bank_64, ts_64 = (jax.tree_util.tree_map(
-            lambda x: jnp.asarray(x, jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, t)
-            for t in (y0, args, bank, ts))
-        want = ode.integrate_grid(y0_64, args_64, bank_64, ts_64, Arch("bayes_softmax"))
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        want = slm.integrate(cfg, start=y0, seed=[0, 1])
+    for k in ("M", "Q", "b", "risk"):
+        np.testing.assert_array_equal(got[k].values, want[k].values)
     assert not jax.config.jax_enable_x64  # and the caller's setting is left as it was

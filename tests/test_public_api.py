@@ -46,6 +46,7 @@ def test_model_namespaces_are_short():
         ("jaxattn.copyhead.landscape.copy_strength", "jaxattn.copyhead.profile.copy_strength"),
         ("jaxattn.copyhead.experiments.data_key", "jaxattn.copyhead.data.data_key"),
         ("jaxattn.slm.measure_error", "jaxattn.slm.task.measure_error"),
+        ("jaxattn.slm.ode.integrate_grid", "jaxattn.slm.integrate (start=...)"),
     ],
 )
 def test_a_moved_name_says_where_it_went(path, new):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxattn import slm
+from jaxattn import engine, slm
 from jaxattn.slm import network, ode, priors
 from jaxattn.slm import risk as slm_risk
 from jaxattn.slm.bayes import bayes_risk
@@ -14,27 +14,27 @@ from jaxattn.slm.network import Arch
 TIMES = (0.0, 0.5, 1.0, 2.0, 3.0, 4.0)  # the first (unspecialised) phase at eta = 0.5, nu = 4
 
 
-def grid_args(n, H, L, eta=0.5, signal=1.0, noise=1.0):
-    return ode.ODEArgs(jnp.full(n, eta), jnp.full(n, signal), jnp.full(n, noise),
-                       jnp.ones((n, H), bool), jnp.ones((n, L), bool))
+def ode_config(prior, activation, times, n_bank, D=100, **kw):
+    return slm.SLMODEConfig(D=D, prior=prior, activation=activation, times=tuple(times), n_bank=n_bank, **kw)
+
+
+def point(ds):
+    """The arrays of a grid whose only dimensions of size > 1 are seed and noise."""
+    return ds.isel(H=0, L=0, eta=0, signal=0)
 
 
 @pytest.mark.slow  # about 30 s each on 2 cores; .ci/run runs the slow tests too
 @pytest.mark.parametrize("activation", ["softmax", "bayes_softmax"])
 def test_ode_tracks_online_sgd_in_the_first_phase(activation):
     prior, D, seeds, n_test = priors.onehot(2, 4.0), 2000, 8, 4000
-    ds = slm.train(slm.SLMConfig(D=D, prior=prior, activation=activation, times=TIMES, n_test=n_test),
-                   seed=range(seeds), H=2, L=4, eta=0.5)
-    p = ds.isel(H=0, L=0, eta=0, signal=0)
-    with jax.enable_x64(True):
-        # each seed's ODE starts from that run's own initial (M, Q, b)
-        y0 = ode.OrderParams(*(jnp.asarray(p[k].values[:, 0], float) for k in ("M", "Q", "b")))
-        bank = slm_risk.make_bank(prior, 4, 2, n=4000)
-        sol = ode.integrate_grid(y0, grid_args(seeds, 2, 4), bank, jnp.asarray(TIMES), Arch(activation))
-    assert np.all(sol.ok)
+    grid = dict(seed=range(seeds), H=2, L=4, eta=0.5)
+    ds = slm.train(slm.SLMConfig(D=D, prior=prior, activation=activation, times=TIMES, n_test=n_test), **grid)
+    p = point(ds)
+    # each seed's ODE starts from that run's own initial (M, Q, b)
+    sol = point(slm.integrate(ode_config(prior, activation, TIMES, 4000, D=D), **grid)).isel(noise=0)
+    assert not sol["diverged"].any()
     sim = {"M": p["M"].values, "Q": np.diagonal(p["Q"].values, axis1=-2, axis2=-1), "error": p["error"].values}
-    th = {"M": np.asarray(sol.M), "Q": np.diagonal(np.asarray(sol.Q), axis1=-2, axis2=-1),
-          "error": np.asarray(sol.risk)}
+    th = {"M": sol["M"].values, "Q": np.diagonal(sol["Q"].values, axis1=-2, axis2=-1), "error": sol["risk"].values}
     for k in sim:
         d = sim[k] - th[k]  # per-seed deviation of the simulation from its own ODE
         mean_dev = np.abs(d.mean(axis=0)).max()
@@ -49,17 +49,17 @@ def test_ode_tracks_online_sgd_in_the_first_phase(activation):
     assert np.abs(th["M"][:, -1] - th["M"][:, 0]).max() > 0.1
 
 
-def test_noise_term_matters_at_large_eta_only(x64):
+def test_noise_term_matters_at_large_eta_only():
     prior = priors.onehot(2, 4.0)
-    bank = slm_risk.make_bank(prior, 4, 2, n=2000)
     y0 = ode.random_initial_conditions(jax.random.key(0), 2, 2, D=100, n=1)
+    # one grid: eta * t = 2 is t = 1 at eta = 2 and t = 40 at eta = 0.05
+    sol = slm.integrate(ode_config(prior, "softmax1", (0.0, 1.0, 40.0), 2000), start=y0, seed=0, H=2, L=4,
+                        eta=[0.05, 2.0], noise=[1.0, 0.0]).isel(seed=0, H=0, L=0, signal=0)
+    assert not sol["diverged"].any()
     dev = {}
-    for eta in (0.05, 2.0):
-        ts = jnp.asarray([0.0, 2.0 / eta])  # the same rescaled time eta * t = 2
-        sols = [ode.integrate_grid(y0, grid_args(1, 2, 4, eta=eta, noise=n), bank, ts, Arch("softmax1"))
-                for n in (1.0, 0.0)]
-        assert all(bool(s.ok.all()) for s in sols)
-        dev[eta] = float(jnp.abs(sols[0].Q[:, -1] - sols[1].Q[:, -1]).max())
+    for eta, t in ((0.05, 40.0), (2.0, 1.0)):
+        q = sol["Q"].sel(eta=eta, time=t)
+        dev[eta] = float(np.abs(q.sel(noise=1.0) - q.sel(noise=0.0)).max())
     # the noise term is O(eta^2) against an O(eta) drift: at eta*t fixed its effect scales like eta
     assert dev[0.05] < 0.01 and dev[2.0] > 0.1 and dev[2.0] > 10 * dev[0.05], dev
 
@@ -67,14 +67,14 @@ def test_noise_term_matters_at_large_eta_only(x64):
 @pytest.mark.slow  # long; CI runs it with the slow checks
 def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     prior = priors.onehot(2, 9.0)
-    bank = slm_risk.make_bank(prior, 4, 2, n=1500)
+    bank = slm_risk.make_bank(prior, 4, 2, n=1500)  # the bank the ODE's config draws (bank_seed 0)
     y0 = ode.random_initial_conditions(jax.random.key(3), 2, 2, D=50, n=1)
-    ts = jnp.asarray([0.0, 1000.0, 3000.0])
-    sol = ode.integrate_grid(y0, grid_args(1, 2, 4, eta=1.0, noise=0.0), bank, ts, Arch("bayes_softmax"))
-    assert bool(sol.ok.all())
-    M_ode, Q_ode, b_ode, r_ode = sol.M[0, -1], sol.Q[0, -1], sol.b[0, -1], float(sol.risk[0, -1])
+    sol = point(slm.integrate(ode_config(prior, "bayes_softmax", (0.0, 1000.0, 3000.0), 1500, D=50), start=y0,
+                              seed=0, H=2, L=4, eta=1.0, noise=0.0)).isel(seed=0, noise=0)
+    assert not sol["diverged"].any()
+    M_ode, r_ode = sol["M"].values[-1], float(sol["risk"][-1])
     # the ODE has stopped moving ...
-    assert abs(float(sol.risk[0, -2]) - r_ode) < 1e-3
+    assert abs(float(sol["risk"][-2]) - r_ode) < 1e-3
 
     # ... at a minimum of R found directly (L-BFGS on (M, A, b) with Q = M M^T + A A^T)
     found = jax.jit(lambda M, Q, b: slm_risk.minimise_risk(M, Q, b, bank, "bayes_softmax", n_steps=200))(
@@ -90,35 +90,63 @@ def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     assert abs(r_ode - bayes_risk(prior, 4, n=200_000).risk) < 0.01
 
 
-def test_grid_of_16_points_integrates_in_one_compile(x64, monkeypatch):
+def test_given_starts_compile_once_and_start_where_given(monkeypatch):
     import equinox as eqx
 
-    counted = eqx.debug.assert_max_traces(ode.solve, max_traces=1)
-    monkeypatch.setattr(ode, "solve", counted)
-    prior = priors.flipped_spike([2.0, 1.0])
-    bank = slm_risk.make_bank(prior, 5, 3, n=500)  # shapes used by no other test
-    n = 16
-    y0 = ode.random_initial_conditions(jax.random.key(1), 3, 2, D=200, n=n)
-    args = ode.ODEArgs(jnp.linspace(0.2, 1.0, n), jnp.linspace(0.5, 1.5, n), jnp.ones(n),
-                       jnp.asarray(np.arange(3)[None, :] < np.array([1, 2, 3, 3] * 4)[:, None]),
-                       jnp.asarray(np.arange(5)[None, :] < np.array([3, 5] * 8)[:, None]))
-    sol = ode.integrate_grid(y0, args, bank, jnp.asarray([0.0, 1.0, 2.0]), Arch("softmax"))
-    sol2 = ode.integrate_grid(y0, args._replace(eta=args.eta * 1.1), bank, jnp.asarray([0.0, 1.5, 3.0]), Arch("softmax"))
+    counted = eqx.debug.assert_max_traces(ode.advance, max_traces=1)
+    monkeypatch.setattr(ode, "advance", counted)
+    engine.clear_caches()
+    cfg = ode_config(priors.flipped_spike([2.0, 1.0]), "softmax", (0.0, 1.0, 2.0), 500, D=200)  # shapes no other test uses
+    y0 = ode.random_initial_conditions(jax.random.key(1), 3, 2, D=200, n=4)
+    grid = dict(seed=range(4), H=[2, 3], L=[3, 5], eta=[0.2, 1.0], signal=[0.5, 1.5])
+    big = slm.integrate(cfg, start=y0, **grid)
+    # other starts and other values of the axes: the same program
+    other = slm.integrate(cfg, start=ode.random_initial_conditions(jax.random.key(2), 3, 2, D=200, n=4),
+                          **{**grid, "eta": [0.3, 0.7]})
     assert eqx.debug.get_num_traces(counted) == 1
-    assert sol.M.shape == (n, 3, 3, 2) and bool(sol.ok.all()) and bool(sol2.ok.all())
-    # padded heads stay where they started: they get no gradient
-    np.testing.assert_allclose(sol.M[0, -1, 1:], y0.M[0, 1:], atol=1e-12)
+    assert not big["diverged"].any() and not other["diverged"].any()
+    # each point starts from its seed's start (its first H heads; a padded head is missing)
+    at0 = big.isel(time=0, L=1, eta=1, signal=0, noise=0)
+    for s in range(4):
+        np.testing.assert_array_equal(at0["M"].sel(seed=s, H=3).values, np.asarray(y0.M[s]))
+        np.testing.assert_array_equal(at0["M"].sel(seed=s, H=2).values[:2], np.asarray(y0.M[s, :2]))
+        assert np.isnan(at0["M"].sel(seed=s, H=2).values[2]).all()
+    assert np.nanmax(np.abs(big["M"].isel(time=-1).values - big["M"].isel(time=0).values)) > 0.01  # it moved
 
 
-def test_failed_solve_is_reported_per_point_not_raised(x64):
-    prior = priors.onehot(2, 4.0)
-    bank = slm_risk.make_bank(prior, 4, 2, n=200)
+def test_given_start_of_the_sgd_run_gives_the_paired_integration():
+    """Seed ``s`` started from the ODE's own start of seed ``s`` integrates to the same bits."""
+    cfg = ode_config(priors.onehot(2, 4.0), "bayes_softmax", (0.0, 0.5, 1.5), 300)
+    paired = point(slm.integrate(cfg, seed=[0, 1], H=2, L=4)).isel(noise=0)
+    start = ode.OrderParams(*(paired[k].values[:, 0] for k in ("M", "Q", "b")))
+    given = point(slm.integrate(cfg, start=start, seed=[0, 1], H=2, L=4)).isel(noise=0)
+    for k in ("M", "Q", "b", "risk"):
+        np.testing.assert_array_equal(given[k].values, paired[k].values)
+
+
+def test_failed_solve_is_reported_per_point_not_raised():
     y0 = ode.random_initial_conditions(jax.random.key(2), 2, 2, D=100, n=2)
-    y0 = y0._replace(M=y0.M.at[1, 0, 0].set(jnp.nan))  # a broken grid point
+    y0 = y0._replace(M=y0.M.at[1, 0, 0].set(jnp.nan))  # a broken start
     # (a vmapped solve runs until its slowest point stops: keep max_steps small for the broken one)
-    sol = ode.integrate_grid(y0, grid_args(2, 2, 4), bank, jnp.asarray([0.0, 5.0]), Arch("softmax"), max_steps=300)
-    assert list(np.asarray(sol.ok)) == [True, False]
-    assert np.all(np.isfinite(np.asarray(sol.M[0])))  # the good point is untouched
+    cfg = ode_config(priors.onehot(2, 4.0), "softmax", (0.0, 5.0), 200, max_steps=300)
+    sol = point(slm.integrate(cfg, start=y0, seed=[0, 1], H=2, L=4)).isel(noise=0)
+    assert list(sol["diverged"].values) == [False, True]
+    assert np.all(np.isfinite(sol["M"].values[0]))  # the good point is untouched
+
+
+def test_given_starts_are_checked():
+    cfg = ode_config(priors.onehot(2, 4.0), "softmax", (0.0, 1.0), 100)
+    y0 = ode.random_initial_conditions(jax.random.key(0), 2, 2, D=100, n=2)
+    with pytest.raises(ValueError, match="seed must index the 2 starts"):
+        slm.integrate(cfg, start=y0, seed=[0, 2])
+    with pytest.raises(ValueError, match="H must be at most the start's 2 heads"):
+        slm.integrate(cfg, start=y0, seed=0, H=3)
+    with pytest.raises(ValueError, match="start has F = 2 directions, the prior has F = 3"):
+        slm.integrate(ode_config(priors.onehot(3, 4.0), "softmax", (0.0, 1.0), 100), start=y0, seed=0)
+    with pytest.raises(ValueError, match="start must hold M"):
+        slm.integrate(cfg, start=ode.OrderParams(y0.M[0], y0.Q, y0.b), seed=0)
+    with pytest.raises(ValueError, match="start is for the ODEs"):
+        slm.integrate(slm.SLMSDEConfig(), start=y0, seed=0)
 
 
 def test_random_initial_conditions_have_the_finite_D_law(x64):

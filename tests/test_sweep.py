@@ -123,17 +123,11 @@ def test_diverged_points_listed(tmp_path):
 
 
 @pytest.mark.slow
-def test_slm_ode_sweep_matches_direct_integration(tmp_path):
-    """The ODE sweep starts each seed from its online-SGD run's initial order parameters and
-    integrates what ``integrate_grid`` integrates from them."""
-    import jax
-    import jax.numpy as jnp
-
+def test_slm_ode_sweep_starts_each_seed_from_its_sgd_run(tmp_path):
+    """The ODE sweep starts each seed from its online-SGD run's initial order parameters: it
+    integrates what the ODEs integrate from the start that ``slm.train`` records for that seed."""
     from jaxattn import slm
     from jaxattn.slm import ode as slm_ode
-    from jaxattn.slm import priors
-    from jaxattn.slm import risk as slm_risk
-    from jaxattn.slm.network import Arch
 
     text = """
 model = "slm_ode"
@@ -151,17 +145,13 @@ noise = [0, 1]
     ds = engine.load_store(str(tmp_path / "ode"))
     assert not ds["diverged"].any()
     sgd = slm.train(slm.SLMConfig(D=100, times=(0.0,), n_test=16), seed=3).isel(seed=0, H=0, L=0, eta=0, signal=0)
-    with jax.enable_x64(True):
-        y0 = slm_ode.OrderParams(*(jnp.asarray(sgd[k].values[0], jnp.float64)[None] for k in ("M", "Q", "b")))
-        bank = slm_risk.make_bank(priors.onehot(2, 9.0), 4, 2, n=400, key=jax.random.key(0), dtype=jnp.float64)
-        args = slm_ode.ODEArgs(jnp.asarray([2.0]), jnp.asarray([1.0]), jnp.asarray([1.0]), jnp.ones((1, 2), bool),
-                               jnp.ones((1, 4), bool))
-        sol = slm_ode.integrate_grid(y0, args, bank, jnp.asarray(ds["time"].values), Arch("bayes_softmax"))
+    start = slm_ode.OrderParams(*(np.repeat(sgd[k].values[:1], 4, axis=0) for k in ("M", "Q", "b")))  # seed 3: row 3
+    cfg = slm.SLMODEConfig(D=100, t_max=4.0, n_records=3, n_bank=400)
+    sol = slm.integrate(cfg, start=start, seed=3, eta=2.0, noise=1.0).isel(seed=0, H=0, L=0, eta=0, signal=0, noise=0)
     # the starts agree to float32 rounding (SGD records M and Q in float32), the solutions to the
     # solver's tolerance
-    np.testing.assert_allclose(ds["M"].sel(seed=3, eta=2.0, noise=1).values, np.asarray(sol.M[0]), rtol=2e-5,
-                               atol=1e-6)
-    np.testing.assert_allclose(ds["risk"].sel(seed=3, eta=2.0, noise=1).values, np.asarray(sol.risk[0]), rtol=2e-5)
+    np.testing.assert_allclose(ds["M"].sel(seed=3, eta=2.0, noise=1).values, sol["M"].values, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(ds["risk"].sel(seed=3, eta=2.0, noise=1).values, sol["risk"].values, rtol=2e-5)
     # the noise term matters at large eta (the gradient-flow limit at small eta is tested in test_slm_ode)
     q = ds["Q"].sel(seed=3, eta=2.0).isel(time=-1)
     assert float(np.abs(q.sel(noise=1) - q.sel(noise=0)).max()) > 1e-3

@@ -13,18 +13,17 @@ gradient flow. Expectations are averages over a fixed :class:`~jaxattn.slm.risk.
 step control works. A mini-batch of ``B`` samples at learning rate ``eta`` follows the same ODE
 at ``eta / B`` (drift and noise both).
 
-Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5), vmapped over a grid of ``eta``,
-signal strength, noise switch, head/position masks and initial conditions: one compile per grid
-shape. Each interval between two recording times is one solve (:func:`advance`), so the engine
-can step an ODE grid record by record and a program holds no host callback (diffrax checks the
-save times of ``SaveAt(ts=...)`` with one, which keeps a program out of JAX's persistent cache).
+Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5). Each interval between two
+recording times is one solve (:func:`advance`), so the engine can step an ODE grid record by
+record (:mod:`jaxattn.slm.experiments.ode`, :func:`jaxattn.slm.integrate`: one compile per grid
+shape) and a program holds no host callback (diffrax checks the save times of
+``SaveAt(ts=...)`` with one, which keeps a program out of JAX's persistent cache).
 A failed solve is reported per grid point (``ok``), never raised for the whole grid.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import NamedTuple
 
 import diffrax
@@ -33,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from jaxattn.core import precision
+from jaxattn.core import checks
 from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
 
@@ -153,74 +152,13 @@ def chunked(bank: Bank, chunk: int) -> Bank:
 
 
 def default_chunk() -> int | None:
-    """Draws per chunk of :func:`rhs` in :func:`integrate_grid`: 1000 on a CPU (measured best on
+    """Draws per chunk of :func:`rhs` in the ODE experiments (:mod:`jaxattn.slm.experiments`): 1000 on a CPU (measured best on
     a 32-point grid, ``benchmarks/slm_ode_throughput.py``), the whole bank on accelerators.
 
     Returns:
         ``1000`` on the CPU backend, ``None`` otherwise.
     """
     return 1000 if jax.default_backend() == "cpu" else None
-
-
-class Solution(NamedTuple):
-    """Order parameters and the risk at the requested times; ``ok`` flags a successful solve.
-
-    Attributes:
-        M: overlaps, shape ``(P, T, H, F)`` for ``P`` grid points and ``T`` times.
-        Q: overlaps, shape ``(P, T, H, H)``.
-        b: biases, shape ``(P, T, H)``.
-        risk: ``R(M, Q, b)`` at each time, shape ``(P, T)``.
-        ok: whether each point's solve succeeded, shape ``(P,)``.
-    """
-
-    M: Array
-    Q: Array
-    b: Array
-    risk: Array
-    ok: Array
-
-
-def integrate_grid(
-    y0: OrderParams,
-    args: ODEArgs,
-    bank: Bank,
-    ts: Float[Array, " T"],
-    arch: Arch,
-    rtol: float = 1e-5,
-    atol: float = 1e-7,
-    max_steps: int = 20000,
-    chunk: int | None | str = "auto",
-) -> Solution:
-    """Integrate every point of a grid (leading axis of ``y0`` and ``args``) from ``t = 0`` and
-    return the solution at the times ``ts`` (increasing, ``>= 0``); one compile per grid shape.
-    ``chunk``: draws of the bank per pass of the right-hand side (:func:`rhs`); ``"auto"`` is
-    :func:`default_chunk`. ``max_steps`` is per interval between two recording times. It runs in
-    float64 whatever the caller's ``jax_enable_x64``: float32 inputs are upcast.
-
-    Args:
-        y0: initial states with a leading grid axis: ``M`` ``(P, H, F)``, ``Q`` ``(P, H, H)``,
-            ``b`` ``(P, H)``.
-        args: per-point values with a leading grid axis ``(P,)``.
-        bank: the fixed draws of the expectations (shared by the grid).
-        ts: recording times, shape ``(T,)``.
-        arch: activation and head aggregation.
-        rtol: relative tolerance of the step-size controller.
-        atol: absolute tolerance of the step-size controller.
-        max_steps: solver steps per interval before a solve is reported as failed.
-        chunk: draws per pass of :func:`rhs`, ``None`` (the whole bank) or ``"auto"``.
-
-    Returns:
-        A :class:`Solution`: ``M``, ``Q``, ``b``, ``risk`` at the times ``ts`` and ``ok`` per point.
-    """
-    chunk = default_chunk() if chunk == "auto" else chunk
-    with precision.float64():  # the theory's precision, whatever the caller's (a float32 bank is upcast)
-        y0, args, bank, ts = precision.as_float64((y0, args, bank, ts))
-        return _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
-
-
-@partial(jax.jit, static_argnames=("arch", "max_steps", "chunk"))
-def _integrate_grid(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk) -> Solution:
-    return solve(y0, args, bank, ts, arch, rtol, atol, max_steps, chunk)
 
 
 def real_rms(head_mask: Bool[Array, " H"]) -> Callable[[OrderParams], Array]:
@@ -313,49 +251,6 @@ def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
     return risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
 
 
-def solve(
-    y0: OrderParams,
-    args: ODEArgs,
-    bank: Bank,
-    ts: Float[Array, " T"],
-    arch: Arch,
-    rtol: float | Float[Array, ""],
-    atol: float | Float[Array, ""],
-    max_steps: int,
-    chunk: int | None,
-) -> Solution:
-    """:func:`integrate_grid` unjitted: each point of the leading axis integrated interval by
-    interval between the recording times (:func:`advance`), vmapped over the points.
-
-    Args:
-        y0: initial states with a leading grid axis: ``M`` ``(P, H, F)``, ``Q`` ``(P, H, H)``,
-            ``b`` ``(P, H)``.
-        args: per-point values with a leading grid axis ``(P,)``.
-        bank: the fixed draws of the expectations (shared by the grid).
-        ts: recording times, shape ``(T,)``.
-        arch: activation and head aggregation.
-        rtol: relative tolerance of the step-size controller.
-        atol: absolute tolerance of the step-size controller.
-        max_steps: solver steps per interval before a solve is reported as failed.
-        chunk: draws per pass of :func:`rhs` (``None``: the whole bank).
-
-    Returns:
-        A :class:`Solution`: ``M``, ``Q``, ``b``, ``risk`` at the times ``ts`` and ``ok`` per point.
-    """
-
-    def one(y0, a):
-        def interval(carry, tt):
-            y, ok = carry
-            y, ok1 = advance(y, a, bank, tt[0], tt[1], arch, rtol, atol, max_steps, chunk)
-            return (y, ok & ok1), (y, risk_at(y, a, bank, arch))
-
-        starts = jnp.concatenate([jnp.zeros(1, ts.dtype), ts[:-1]])
-        (_, ok), (y, r) = jax.lax.scan(interval, (y0, jnp.asarray(True)), (starts, ts))
-        return Solution(y.M, y.Q, y.b, r, ok)
-
-    return jax.vmap(one)(y0, args)
-
-
 def random_initial_conditions(
     key: PRNGKeyArray, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1
 ) -> OrderParams:
@@ -382,3 +277,10 @@ def random_initial_conditions(
     G = jax.random.normal(k2, (n, H, D - F), dtype)
     Q = M @ jnp.swapaxes(M, 1, 2) + sigma0**2 * G @ jnp.swapaxes(G, 1, 2) / D
     return OrderParams(M, Q, jnp.zeros((n, H), dtype))
+
+
+# the grid integrator this module had: grids of the ODEs run on the engine, from any start
+__getattr__ = checks.moved(
+    "jaxattn.slm.ode",
+    {"integrate_grid": "jaxattn.slm.integrate (start=...)", "solve": "jaxattn.slm.integrate (start=...)"},
+)

@@ -153,14 +153,20 @@ class OrderParameterODE(Experiment):
         M, Q, b = masked_heads(y.M, y.Q, y.b, a.head_mask)
         return dict(M=M, Q=Q, b=b, risk=slm_ode.risk_at(y, a, shared["bank"], static.arch), ok=ok)
 
-    def init(self, static: ODEStatic, shared, p, n_groups):
-        def y0(k):  # the SGD run's own start: keys at dimension D, in float32 as online SGD draws them
+    def _start(self, static: ODEStatic, shared, p) -> slm_ode.OrderParams:
+        """The ``(S, ...)`` start of each stream: the SGD run's own, its keys drawn at dimension
+        ``D`` in float32 as online SGD draws them."""
+
+        def y0(k):
             f = jnp.result_type(float)
             keys = network.init(k, static.H_max, static.D, static.sigma0).keys.astype(f)
             dirs = shared["directions"].astype(f)
             return slm_ode.OrderParams(keys @ dirs.T / static.D, keys @ keys.T / static.D, jnp.zeros(static.H_max, f))
 
-        start = jax.vmap(y0)(stream_values(p["init_key"]))  # (S, ...): one start per stream
+        return jax.vmap(y0)(stream_values(p["init_key"]))
+
+    def init(self, static: ODEStatic, shared, p, n_groups):
+        start = self._start(static, shared, p)  # (S, ...): one start per stream
         T = len(static.times)
 
         def group(q):
@@ -260,20 +266,80 @@ class OrderParameterSDE(OrderParameterODE):
 SLM_SDE = OrderParameterSDE()
 
 
+class GivenStartODE(OrderParameterODE):
+    """The order-parameter ODEs of :data:`SLM_ODE` from given starts: seed ``s`` starts from
+    ``(M[s], Q[s], b[s])`` of ``start`` (its first ``H`` heads at a grid point with ``H`` heads),
+    for a continuation (online SGD to some time, then the ODE), a start drawn from another law
+    (:func:`~jaxattn.slm.ode.random_initial_conditions`), or a perturbation. ``D`` only sets the
+    grid of recording times. The starts enter as per-point inputs: one compile serves any starts
+    of the same shape. :func:`integrate` builds it from its ``start`` argument.
+
+    Args:
+        start: the starts, ``M`` ``(n, H, F)``, ``Q`` ``(n, H, H)``, ``b`` ``(n, H)``.
+
+    Attributes:
+        name: ``"slm_ode_from"`` (not registered: its starts are arrays, not sweep-file values).
+        doc: one line describing it.
+    """
+
+    name = "slm_ode_from"
+    doc = "single-location model, order-parameter ODEs from given starts (jaxattn.slm.integrate(start=...))"
+
+    def __init__(self, start: slm_ode.OrderParams):
+        M, Q, b = (np.asarray(x, np.float64) for x in start)
+        n, H, F = M.shape if M.ndim == 3 else (0, 0, 0)
+        if M.ndim != 3 or Q.shape != (n, H, H) or b.shape != (n, H):
+            raise ValueError(
+                f"start must hold M (n, H, F), Q (n, H, H) and b (n, H), got shapes {M.shape}, {Q.shape}, {b.shape}"
+            )
+        self.start = slm_ode.OrderParams(M, Q, b)
+
+    # the starts are inputs, not part of the program: instances share their compiled programs
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def setup(self, config: SLMODEConfig, values):
+        n, H, F = self.start.M.shape
+        if F != config.F:
+            raise ValueError(f"start has F = {F} directions, the prior has F = {config.F}")
+        if max(values["H"]) > H:
+            raise ValueError(f"H must be at most the start's {H} heads, got H = {max(values['H'])}")
+        if min(values["seed"]) < 0 or max(values["seed"]) >= n:
+            raise ValueError(f"seed must index the {n} starts (0 to {n - 1}), got {sorted(values['seed'])}")
+        return super().setup(config, values)
+
+    def params(self, static: ODEStatic, points):
+        s, f = np.asarray(points["seed"]), jnp.result_type(float)
+        y = [x[s] for x in self.start]
+        y = slm_ode.OrderParams(
+            y[0][:, : static.H_max], y[1][:, : static.H_max, : static.H_max], y[2][:, : static.H_max]
+        )
+        return {**super().params(static, points), "start": jax.tree_util.tree_map(lambda x: jnp.asarray(x, f), y)}
+
+    def _start(self, static: ODEStatic, shared, p) -> slm_ode.OrderParams:
+        return stream_values(p["start"])
+
+
 INTEGRATE_GRID = {a.name: a.default for a in ODE_AXES}
 """``INTEGRATE_GRID`` is the grid :func:`integrate` runs unless told otherwise: one point, each axis at its default."""
 
 
-def integrate(config: SLMODEConfig | None = None, **kw: Any) -> xr.Dataset:
+def integrate(config: SLMODEConfig | None = None, start: slm_ode.OrderParams | None = None, **kw: Any) -> xr.Dataset:
     """The order-parameter ODEs over the grid ``seed x H x L x eta x signal x noise`` (float64):
     a Dataset with dimensions ``(seed, H, L, eta, signal, noise, time, head, ...)`` holding ``M``,
     ``Q``, ``b``, ``risk`` and ``diverged`` (a failed solve). Each seed starts from the initial
     order parameters of :func:`~jaxattn.slm.experiments.sgd.train`'s run of that seed, so theory
-    and simulation are paired. An :class:`~jaxattn.slm.config.SLMSDEConfig` integrates the SDE.
+    and simulation are paired, or from ``start[seed]``. An
+    :class:`~jaxattn.slm.config.SLMSDEConfig` integrates the SDE.
 
     Args:
         config: the fixed parameters (default ``SLMODEConfig()``); a plain
             :class:`~jaxattn.slm.config.SLMConfig` gets the ODE fields' defaults.
+        start: given starts (:class:`GivenStartODE`): seed ``s`` starts from ``M[s]``, ``Q[s]``,
+            ``b[s]``; ``None``: each seed from its SGD run's start. The ODEs only.
         **kw: the axes of :func:`~jaxattn.slm.experiments.sgd.train` and ``noise`` (``1``: online
             SGD, with the ``eta^2`` noise term; ``0``: gradient flow), a value or a list each
             (default :data:`INTEGRATE_GRID`); and the options of :func:`jaxattn.engine.run` (``progress``, ``devices``, ``block``, ``group``, ``chunk_size``, ``memory_budget``).
@@ -285,5 +351,7 @@ def integrate(config: SLMODEConfig | None = None, **kw: Any) -> xr.Dataset:
         import dataclasses
 
         config = SLMODEConfig(**{f.name: getattr(config, f.name) for f in dataclasses.fields(config)})
-    experiment = SLM_SDE if isinstance(config, SLMSDEConfig) else SLM_ODE
+    if start is not None and isinstance(config, SLMSDEConfig):
+        raise ValueError("start is for the ODEs: the SDE starts from each seed's SGD run")
+    experiment = SLM_SDE if isinstance(config, SLMSDEConfig) else SLM_ODE if start is None else GivenStartODE(start)
     return engine.run(experiment, config or SLMODEConfig(), **{**INTEGRATE_GRID, **kw})
