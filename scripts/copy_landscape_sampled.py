@@ -14,36 +14,50 @@ Run:  python scripts/copy_landscape_sampled.py                    (about 6 minut
       python scripts/copy_landscape_sampled.py --corrected-only   (the Gaussian-corrected theory
                                                                     of the last run only)
       python scripts/copy_landscape_sampled.py --linear           (about 1.5 minutes)
+      python scripts/copy_landscape_sampled.py --quick --out-dir /tmp/figs   (a smoke test: N = 20
+          alone, few short chains; without --linear or --corrected-only it runs all three modes)
 Writes docs/figures/copy_landscape_sampled_N{20,1}.png and docs/figures/copy_landscape_sampled.json
-(docs/figures/copy_landscape_linear_N{20,1}.png and .json with --linear), and prints a markdown
-table.
+(docs/figures/copy_landscape_linear_N{20,1}.png and .json with --linear), or the same under
+--out-dir, and prints a markdown table.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn.copyhead import (
+from jaxattn.copyhead import (  # noqa: E402
     fluctuations,
-    landscape,  # noqa: E402
-    network,  # noqa: E402
+    landscape,
+    network,
     profile,
 )
 from jaxattn.copyhead.plots import sampled_landscape_figure  # noqa: E402
 
+
+def _flags(ap):
+    ap.add_argument("--linear", action="store_true", help="linear attention, L = 4, V = 8")
+    ap.add_argument("--corrected-only", action="store_true", help="the Gaussian-corrected theory of the last run only")
+
+
+OPT = _options.parse(__doc__, _flags)
 ARCH = network.CopyArch(32, 4, "softmax")
 LINEAR = network.CopyArch(4, 8, "linear")
-FIGURES = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
+FIGURES = OPT.out_dir
 FIG = os.path.join(FIGURES, "copy_landscape_sampled")
+NS = (20.0, 1.0)
+SAMPLING = {}  # the sampler's sizes: landscape's defaults
+if OPT.quick:  # N = 20 alone (each N is compiled anew), few short chains, at most one P added
+    NS = (20.0,)
+    SAMPLING = dict(max_extend=1, max_spacing=1.0, n_chains=2, burn_in=20, n_draws=10, thin=2, n_bins=8)
 
 
 def add_corrected(row: dict, N: float) -> None:
@@ -79,9 +93,9 @@ def main(corrected_only: bool = False):
             json.dump(rows, f, indent=1)
         return table(rows)
     rows = {}
-    for N in (20.0, 1.0):
+    for N in NS:
         t0 = time.perf_counter()
-        r = landscape.landscape(ARCH, None, N, progress=True)
+        r = landscape.landscape(ARCH, None, N, progress=True, **SAMPLING)
         sampled_landscape_figure(r, f"{FIG}_N{N:g}.png")
         profs = r.pop("profiles")
         row = dict(
@@ -99,9 +113,9 @@ def main(corrected_only: bool = False):
 def linear() -> None:
     """Linear attention along |a_G| at N = 20 and 1, on the default grid (0.5, 1, 2, 4 onsets)."""
     rows = {}
-    for N in (20.0, 1.0):
+    for N in NS:
         t0 = time.perf_counter()
-        r = landscape.landscape(LINEAR, None, N, progress=True)
+        r = landscape.landscape(LINEAR, None, N, progress=True, **SAMPLING)
         sampled_landscape_figure(r, os.path.join(FIGURES, f"copy_landscape_linear_N{N:g}.png"))
         profs = r.pop("profiles")
         rows[f"{N:g}"] = dict(r, wall_seconds=time.perf_counter() - t0, **landscape.window_diagnostics(profs))
@@ -132,7 +146,10 @@ def table(rows: dict) -> None:
 
 
 if __name__ == "__main__":
-    if "--linear" in sys.argv:
+    if OPT.linear:
         linear()
     else:
-        main(corrected_only="--corrected-only" in sys.argv)
+        main(corrected_only=OPT.corrected_only)
+        if OPT.quick and not OPT.corrected_only:  # the smoke test goes through the other two modes too
+            main(corrected_only=True)
+            linear()

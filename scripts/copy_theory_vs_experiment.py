@@ -7,9 +7,12 @@ Adam computes the MAP: it is compared with the theory at N = inf (min_W U, no Oc
 samples exp(-N U) at N = 20: it is compared with the theory at N = 20. The metastable branch of
 the softmax theory (the local minimum that is not the global one) is drawn dashed.
 
-Writes docs/figures/copy_theory_vs_experiment.png and prints the deviations as JSON.
+Writes docs/figures/copy_theory_vs_experiment.png (or the same under --out-dir) and prints the
+deviations as JSON.
 
 Run:  python scripts/copy_theory_vs_experiment.py      (about 3 minutes on 2 cores)
+      python scripts/copy_theory_vs_experiment.py --quick --out-dir /tmp/figs   (a smoke test: two
+          P each, short Adam and SGLD runs)
 """
 
 import json
@@ -17,6 +20,7 @@ import math
 import os
 import time
 
+import _options
 import numpy as np
 
 from jaxattn import copyhead as cp
@@ -24,21 +28,28 @@ from jaxattn.copyhead import curves
 from jaxattn.copyhead.network import CopyArch
 from jaxattn.plots import plt
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_theory_vs_experiment.png")
+OPT = _options.parse(__doc__)
+OUT = os.path.join(OPT.out_dir, "copy_theory_vs_experiment.png")
 N_SGLD = 20.0
+SEEDS, N_ADAM = [0, 1, 2], 2000  # Adam's seeds and steps
+SGLD = dict(n_chains=8, n_steps=2000, burn_in=2000)
 CASES = {
     "softmax": dict(L=32, V=4, P_adam=np.unique(np.geomspace(100, 1000, 10).round().astype(int)).tolist(),
                     P_sgld=[150, 250, 450, 700, 1000], var="prev_weight", label="previous-token weight"),
     "linear": dict(L=4, V=8, P_adam=np.unique(np.geomspace(10, 1000, 10).round().astype(int)).tolist(),
                    P_sgld=[20, 60, 150, 400, 1000], var="aG", label="|a_G|"),
 }
+if OPT.quick:  # the smallest and the largest P of each grid, short runs
+    CASES = {att: dict(c, P_adam=c["P_adam"][::9], P_sgld=c["P_sgld"][::4]) for att, c in CASES.items()}
+    SEEDS, N_ADAM = [0, 1], 20
+    SGLD = dict(n_chains=2, n_steps=40, burn_in=20)
 
 
 def run(att, c):
-    cfg = cp.CopyConfig(L=c["L"], V=c["V"], attention=att, n_steps=2000)
-    ds = cp.train(cfg, P=c["P_adam"], seed=[0, 1, 2], init=["random", "copy"])
+    cfg = cp.CopyConfig(L=c["L"], V=c["V"], attention=att, n_steps=N_ADAM)
+    ds = cp.train(cfg, P=c["P_adam"], seed=SEEDS, init=["random", "copy"])
     best = cp.global_minimum(ds)
-    sm = cp.sample(cfg, cp.SGLDConfig(N=N_SGLD, n_chains=8, n_steps=2000, burn_in=2000), P=c["P_sgld"])
+    sm = cp.sample(cfg, cp.SGLDConfig(N=N_SGLD, **SGLD), P=c["P_sgld"])
     return ds, best, sm
 
 

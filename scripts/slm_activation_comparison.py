@@ -22,8 +22,10 @@ support.
    2 seeds, the H grid one compile per activation).
 
 Run:  python scripts/slm_activation_comparison.py     (about 10 minutes on 2 cores)
-Writes docs/figures/slm_activation_comparison.png, docs/figures/slm_activation_vs_H.png and
-prints markdown tables.
+      python scripts/slm_activation_comparison.py --quick --out-dir /tmp/figs   (a smoke test:
+          Bayes-softmax alone, two nu, H = 1, 2, short SGD, a few L-BFGS steps on small banks)
+Writes docs/figures/slm_activation_comparison.png, docs/figures/slm_activation_vs_H.png (or the
+same under --out-dir) and prints markdown tables.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -44,14 +47,22 @@ from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 from jaxattn.slm.bayes import bayes_risk  # noqa: E402
 
+OPT = _options.parse(__doc__)
 NUS = [1.0, 4.0, 9.0, 16.0, 25.0]
 ACTS = ["softmax", "softmax1", "bayes_softmax"]
-FIG = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
-OUT, OUT_H = (os.path.join(FIG, f) for f in ("slm_activation_comparison.png", "slm_activation_vs_H.png"))
+OUT, OUT_H = (os.path.join(OPT.out_dir, f) for f in ("slm_activation_comparison.png", "slm_activation_vs_H.png"))
 L = 4
-N_RAND = int(os.environ.get("N_RAND", 3))
+N_RAND = int(os.environ.get("N_RAND", 1 if OPT.quick else 3))
 N_BANK, N_TEST, N_STEPS = 500, 20000, 150
 HS = [1, 2, 3, 4, 5]
+SGD = dict(D=200, t_max=200.0, n_records=3, n_test=2000)  # the online-SGD runs of parts 1 and 3
+BAYES = dict(n=200_000)  # Monte Carlo draws of the Bayes risk
+if OPT.quick:
+    NUS, HS = [1.0, 16.0], [1, 2]  # nu = 16's minimum is printed
+    ACTS = ["bayes_softmax"]  # each activation is compiled five times over
+    N_BANK, N_TEST, N_STEPS = 50, 200, 3
+    SGD = dict(D=20, t_max=2.0, n_records=3, n_test=100)
+    BAYES = dict(n=1000, chunk=1000)
 NU_H = 9.0
 ONEHOT = priors.onehot(2, 1.0)
 SIGNED = priors.discrete([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
@@ -100,14 +111,14 @@ def table(title, rows, cols, cells):
 
 def main():
     with jax.enable_x64(True):
-        br = {"onehot": [bayes_risk(priors.onehot(2, nu), L, n=200_000).risk for nu in NUS],
+        br = {"onehot": [bayes_risk(priors.onehot(2, nu), L, **BAYES).risk for nu in NUS],
               "signed": [bayes_risk(priors.discrete(np.sqrt(nu) * np.asarray(SIGNED.support)), L,
-                                    n=200_000).risk for nu in NUS]}
+                                    **BAYES).risk for nu in NUS]}
 
     # 1. online SGD against nu
     sgd = {}
     for act in ACTS:
-        cfg = slm.SLMConfig(D=200, prior=ONEHOT, activation=act, t_max=200.0, n_records=3, n_test=2000)
+        cfg = slm.SLMConfig(prior=ONEHOT, activation=act, **SGD)
         ds = slm.train(cfg, seed=[0, 1], H=2, L=L, eta=1.0, signal=np.sqrt(NUS))
         sgd[act] = ds["error"].isel(H=0, L=0, eta=0, time=-1).values  # (seed, signal)
     table("Online SGD (one-hot F = 2, H = 2, D = 200, t = 200), seed mean", NUS,
@@ -158,14 +169,14 @@ def main():
     masks = np.stack([np.arange(Hm) < H for H in HS])
     sgd_H, end_H = {}, {}
     for act in ACTS:
-        cfg = slm.SLMConfig(D=200, prior=SIGNED, activation=act, t_max=200.0, n_records=3, n_test=2000)
+        cfg = slm.SLMConfig(prior=SIGNED, activation=act, **SGD)
         ds = slm.train(cfg, seed=[0, 1], H=HS, L=L, eta=1.0, signal=sig)
         sgd_H[act] = ds["error"].isel(L=0, eta=0, signal=0, time=-1).values  # (seed, H)
     with jax.enable_x64(True):
         M0, Q0, b0 = starts(Hm, 2, np.asarray(SIGNED.support), N_RAND, jax.random.key(2))
         for act in ACTS:
             end_H[act] = minima(SIGNED, Hm, act, np.full(len(HS), sig), M0, Q0, b0, masks)[0]
-        br_H = bayes_risk(priors.discrete(sig * np.asarray(SIGNED.support)), L, n=200_000).risk
+        br_H = bayes_risk(priors.discrete(sig * np.asarray(SIGNED.support)), L, **BAYES).risk
     table(f"Against H (signed one-hot F = 2, nu = {NU_H:g}; Bayes risk {br_H:.3f}): online SGD at t = 200 "
           f"(2 seeds) / lowest minimum of R", HS, ["H", *ACTS],
           [[f"{sgd_H[a][:, j].mean():.3f} / {end_H[a][j]:.3f}" for a in ACTS] for j in range(len(HS))])

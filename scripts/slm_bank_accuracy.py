@@ -12,6 +12,9 @@ bank closes them.
    standard error of the seed mean of the per-seed deviation at that entry.
 
 Run:  python scripts/slm_bank_accuracy.py    (about 9 minutes on 2 cores)
+      python scripts/slm_bank_accuracy.py --quick   (a smoke test: small banks, softmax-1
+          alone, D = 20, 2 seeds, to t = 2)
+Prints markdown tables and writes nothing (--out-dir is accepted, like every script's).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -30,17 +34,27 @@ from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as R  # noqa: E402
 from jaxattn.slm.compare import match_heads, max_deviation, permute_heads  # noqa: E402
 
+OPT = _options.parse(__doc__)
 PRIOR = priors.onehot(2, 9.0)
 L, H, SEEDS = 4, 2, 8
+ACTS = ["softmax", "softmax1"]  # of part 2
 BANKS = {"Monte Carlo 2000": dict(n_bank=2000), "Sobol 4096": dict(n_bank=4096, bank_method="sobol"),
          "Sobol 16384": dict(n_bank=16384, bank_method="sobol")}
+# the drift's reference bank and the sizes measured against it; the runs of part 2
+N_REF, N_DRIFT = 2**20, (2**10, 2**12, 2**14, 2**16)
+RUN = dict(D=500, t_max=200.0, n_records=20, n_test=2000)
+if OPT.quick:
+    N_REF, N_DRIFT, SEEDS = 2**10, (2**6, 2**8), 2
+    RUN = dict(D=20, t_max=2.0, n_records=4, n_test=100)
+    ACTS = ["softmax1"]  # each activation is compiled anew, for SGD and each bank
+    BANKS = {"Monte Carlo 200": dict(n_bank=200), "Sobol 256": dict(n_bank=256, bank_method="sobol")}
 
 
 def drift_errors():
     print("| draws n | Monte Carlo: max error of grad R | scrambled Sobol |\n|---:|---:|---:|")
     with jax.enable_x64(True):
-        ref = R.make_bank(PRIOR, L, H, n=2**20, key=jax.random.key(99), method="sobol")
-        for n in (2**10, 2**12, 2**14, 2**16):
+        ref = R.make_bank(PRIOR, L, H, n=N_REF, key=jax.random.key(99), method="sobol")
+        for n in N_DRIFT:
             banks = [R.make_bank(PRIOR, L, H, n=n, method=m, key=jax.random.key(k)) for m in ("mc", "sobol") for k in range(4)]
             errors = R.bank_errors(banks, ref, "bayes_softmax")  # 6 random states
             e = {"mc": np.mean(errors[:4]), "sobol": np.mean(errors[4:])}
@@ -49,8 +63,8 @@ def drift_errors():
 
 def through_escape():
     print("\n| activation | ODE bank | max gap M (se) | max gap diag Q (se) | ODE wall (s) |\n|---|---|---|---|---:|")
-    for act in ("softmax", "softmax1"):
-        base = dict(D=500, t_max=200.0, n_records=20, prior=PRIOR, activation=act, n_test=2000)
+    for act in ACTS:
+        base = dict(RUN, prior=PRIOR, activation=act)
         grid = dict(seed=list(range(SEEDS)), H=H, L=L, eta=1.0)
         sim = slm.train(slm.SLMConfig(**base), **grid).isel(H=0, L=0, eta=0, signal=0)
         for name, bank in BANKS.items():

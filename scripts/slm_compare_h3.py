@@ -11,11 +11,14 @@ the escape times.
 
 Run:  python scripts/slm_compare_h3.py    (about 25 minutes on 2 cores: SGD 13, the SDE 9)
       --sgd PATH keeps the SGD grid in PATH and reads it from there on a second run.
+      python scripts/slm_compare_h3.py --quick   (a smoke test: D = 30, 2 seeds, to t = 2, small
+          banks)
+Prints a markdown table and writes nothing (--out-dir is accepted, like every script's).
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import time
 
@@ -23,12 +26,16 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import io, slm  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import escape_time, match_heads, max_deviation, permute_heads  # noqa: E402
 
+OPT = _options.parse(
+    __doc__, lambda ap: ap.add_argument("--sgd", default=None, help="netCDF file keeping the SGD grid between runs")
+)
 BASE = dict(D=2000, t_max=200.0, prior=priors.onehot(3, 6.0), activation="bayes_softmax")
 GRID = dict(seed=list(range(8)), H=3, L=5, eta=1.0, signal=1.0)
 THEORIES = {
@@ -36,12 +43,13 @@ THEORIES = {
     "ODE, Sobol 16384": slm.SLMODEConfig(**BASE, n_bank=16384, bank_method="sobol"),
     "SDE, Sobol 4096": slm.SLMSDEConfig(**BASE, n_bank=4096, bank_method="sobol"),
 }
+if OPT.quick:
+    BASE = dict(BASE, D=30, t_max=2.0)
+    GRID = dict(GRID, seed=[0, 1])
+    THEORIES = {k: dataclasses.replace(c, **BASE, n_bank=256) for k, c in THEORIES.items()}
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sgd", default=None, help="netCDF file keeping the SGD grid between runs")
-    opt = ap.parse_args()
+def main(opt):
     t0 = time.perf_counter()
     if opt.sgd and os.path.exists(opt.sgd):
         sim = io.load(opt.sgd)
@@ -71,4 +79,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(OPT)

@@ -18,18 +18,23 @@ Each head of an end state is labelled by the signs of its overlaps with |M[h, f]
 "+-" (on s_0 - s_1 in sign), "+0" (on +s_0 alone).
 
 Run:  python scripts/slm_end_states.py      (about 15 minutes on 2 cores; N_START, T_END, T_SGD override)
-Writes docs/figures/slm_end_states.png, docs/figures/slm_excursion.png and prints markdown tables.
+      python scripts/slm_end_states.py --quick --out-dir /tmp/figs   (a smoke test: Bayes-softmax
+          alone, 2 starts to t = 20, SGD at D = 20 to t = 2, small banks)
+Writes docs/figures/slm_end_states.png, docs/figures/slm_excursion.png (or the same under
+--out-dir) and prints markdown tables.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+from typing import NamedTuple
 
 import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -40,12 +45,15 @@ from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm import risk as slm_risk  # noqa: E402
 from jaxattn.slm.bayes import bayes_risk  # noqa: E402
-from jaxattn.slm.network import Arch  # noqa: E402
 
+OPT = _options.parse(__doc__)
 H, L, ETA = 4, 4, 1.0
-D_START, N_START = 300, int(os.environ.get("N_START", 4))
-T_END = float(os.environ.get("T_END", 3000.0))
-T_SGD, D_SGD = float(os.environ.get("T_SGD", 100.0)), 200
+# quick: the environment's values still win
+D_START, N_START = 300, int(os.environ.get("N_START", 2 if OPT.quick else 4))
+T_END = float(os.environ.get("T_END", 20.0 if OPT.quick else 3000.0))
+T_SGD, D_SGD = float(os.environ.get("T_SGD", 2.0 if OPT.quick else 100.0)), 20 if OPT.quick else 200
+N_BANK, N_ORACLE = (100, 200) if OPT.quick else (1000, 4000)  # draws of the ODE's and the oracles' banks
+BAYES = dict(n=1000, chunk=1000) if OPT.quick else dict(n=100_000)  # Monte Carlo draws of the Bayes risk
 MAX_STEPS = 10_000  # per solve; a stiff point past it is reported as failed (softmax-1 gets stiff)
 A = (2.0, 1.2)
 CASES = [  # (name, prior, activation)
@@ -54,10 +62,11 @@ CASES = [  # (name, prior, activation)
     ("flipped spike", priors.flipped_spike(list(A)), "softmax1"),
     ("flipped spike", priors.flipped_spike(list(A)), "softmax"),
 ]
-# ACTS=bayes_softmax,softmax picks activations (softmax-1's long solves are stiff and slow)
-CASES = [c for c in CASES if c[2] in os.environ.get("ACTS", "bayes_softmax,softmax1,softmax").split(",")]
+# ACTS=bayes_softmax,softmax picks activations (softmax-1's long solves are stiff and slow; quick:
+# Bayes-softmax alone, each activation is compiled anew)
+ACTS = os.environ.get("ACTS", "bayes_softmax" if OPT.quick else "bayes_softmax,softmax1,softmax").split(",")
+CASES = [c for c in CASES if c[2] in ACTS]
 TS = np.concatenate([[0.0], np.geomspace(0.5, T_END, 80)])
-FIGDIR = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
 
 
 def label(m, thr=0.5):
@@ -65,19 +74,26 @@ def label(m, thr=0.5):
     return "".join("+" if x > thr else "-" if x < -thr else "0" for x in m)
 
 
+class Run(NamedTuple):
+    M: np.ndarray  # (start, time, head, direction)
+    risk: np.ndarray  # (start, time)
+    ok: np.ndarray  # (start,): the solve succeeded
+
+
 def integrate(y0, prior, act, ts=TS):
-    n = y0.M.shape[0]
-    args = slm_ode.ODEArgs(jnp.full(n, ETA), jnp.ones(n), jnp.ones(n), jnp.ones((n, H), bool), jnp.ones((n, L), bool))
-    bank = slm_risk.make_bank(prior, L, H, n=1000)
-    sol = slm_ode.integrate_grid(y0, args, bank, jnp.asarray(ts), Arch(act), max_steps=MAX_STEPS)
-    return jax.tree_util.tree_map(np.asarray, sol)
+    """The ODE (eta = ETA, noise on) from each start of y0, recorded at ts."""
+    # from given starts the config's D sets only the grid of recording times (steps of 1 / D)
+    cfg = slm.SLMODEConfig(D=10**6, prior=prior, activation=act, times=tuple(ts), n_bank=N_BANK, max_steps=MAX_STEPS)
+    sol = slm.integrate(cfg, start=y0, seed=range(y0.M.shape[0]), H=H, L=L, eta=ETA)
+    sol = sol.isel(H=0, L=0, eta=0, signal=0, noise=0)
+    return Run(sol["M"].values, sol["risk"].values, ~sol["diverged"].values)
 
 
 def sgd_then_ode(prior, act):
     cfg = slm.SLMConfig(D=D_SGD, prior=prior, activation=act, t_max=T_SGD, n_records=30, n_test=200)
     p = slm.train(cfg, seed=[0, 1], H=H, L=L, eta=ETA).isel(H=0, L=0, eta=0, signal=0)
     t_sgd = p["time"].values
-    y0 = slm_ode.OrderParams(*(jnp.asarray(p[k].values[:, -1], float) for k in ("M", "Q", "b")))
+    y0 = slm_ode.OrderParams(*(p[k].values[:, -1] for k in ("M", "Q", "b")))
     ts = np.concatenate([[0.0], np.geomspace(1.0, T_END - T_SGD, 50)])
     sol = integrate(y0, prior, act, ts)
     return t_sgd, p["M"].values, ts + T_SGD, sol
@@ -88,7 +104,7 @@ def oracle_risks(prior, act):
     along a one-parameter family (scale c): heads on the 4 sign combinations c (+-a_0, +-a_1), and
     heads in pairs on single directions c (+-|a|, 0), c (0, +-|a|), |a| the prior's radius, and
     two heads on each of c (+-a_0, 0) (the split along s_0 alone); Q = M M^T, one common bias."""
-    bank = slm_risk.make_bank(prior, L, H, n=4000)
+    bank = slm_risk.make_bank(prior, L, H, n=N_ORACLE)
     th = np.asarray(slm_risk.theta_nodes(prior, jax.random.key(0), 10)[0])
     radius = float(np.sqrt((th**2).sum(1)).max())
     combos = np.array([[1, 1], [1, -1], [-1, 1], [-1, -1]], float) * np.abs(th).max(0)
@@ -125,7 +141,7 @@ def main():
         t_sgd, M_sgd, t_cont, cont = sgd_then_ode(prior, act)
         results.append(dict(name=name, act=act, prior=prior, sol=sol, t_sgd=t_sgd, M_sgd=M_sgd, t_cont=t_cont,
                             cont=cont, oracle=oracle_risks(prior, act),
-                            bayes=bayes_risk(prior, L, n=100_000).risk))
+                            bayes=bayes_risk(prior, L, **BAYES).risk))
         print(f"done: {act}, {name}", flush=True)
 
     print(f"\nEnd states at t = {T_END:g} (ODE, eta = {ETA:g}, noise on); head labels: signs of M[h, (0, 1)]")
@@ -144,7 +160,9 @@ def main():
     for r in results:
         print(f"- {r['act']}, {r['name']}: " + "; ".join(" ".join(sorted(label(m) for m in Ms[-1])) for Ms in r["M_sgd"]))
 
-    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 4))
+    # squeeze=False: ACTS=softmax leaves one case, and one axis
+    fig, axes = plt.subplots(1, len(results), figsize=(4 * len(results), 4), squeeze=False)
+    axes = axes[0]
     for ax, r in zip(axes, results):
         th = np.asarray(slm_risk.theta_nodes(r["prior"], jax.random.key(0), 10)[0])
         ax.scatter(th[:, 0], th[:, 1], marker="x", s=80, color="k", label="prior support")
@@ -163,7 +181,7 @@ def main():
     axes[0].legend(fontsize=7, loc="lower left")
     fig.suptitle(f"end states at t = {T_END:g}, H = {H}, L = {L} (lines: ODE paths, colour: start)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(FIGDIR, "slm_end_states.png"), dpi=110)
+    fig.savefig(os.path.join(OPT.out_dir, "slm_end_states.png"), dpi=110)
 
     # the excursion: the first run (ODE from random starts, or SGD then ODE) with an uneven
     # split along s_0 that ends even
@@ -194,7 +212,7 @@ def main():
     a.legend(fontsize=7)
     fig.suptitle(f"{r['act']}, flipped spike a = {A}: {src}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(os.path.join(FIGDIR, "slm_excursion.png"), dpi=110)
+    fig.savefig(os.path.join(OPT.out_dir, "slm_excursion.png"), dpi=110)
     npl, nmi = (M[..., 0] > EXC_THR).sum(-1), (M[..., 0] < -EXC_THR).sum(-1)
     tu = t[np.argmax((np.abs(npl - nmi) >= 2) & (npl + nmi == H))]
     te = t[len(t) - np.argmax(((npl != nmi) | (npl + nmi != H))[::-1])]

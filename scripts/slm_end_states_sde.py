@@ -13,7 +13,10 @@ these are end states is measured, not assumed: the fraction of seeds whose fine 
 SDE use a scrambled Sobol bank of 4096 points (``docs/theory/single_location.md``, section 4).
 
 Run:  python scripts/slm_end_states_sde.py    (about 50 minutes on 2 cores, the SDE most of it)
-Writes docs/figures/slm_end_states_sde.json and prints a markdown table.
+      python scripts/slm_end_states_sde.py --quick --out-dir /tmp/figs   (a smoke test: 3 seeds,
+          D = 30, to t = 6, a small bank)
+Writes docs/figures/slm_end_states_sde.json (or the same under --out-dir) and prints a markdown
+table.
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import slm  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import end_state, end_state_fractions  # noqa: E402
 
-N_SEEDS, T_MAX = 32, 300.0
+OPT = _options.parse(__doc__)
+N_SEEDS, T_MAX, D = (3, 6.0, 30) if OPT.quick else (32, 300.0, 500)
 BASE = dict(
-    D=500,
+    D=D,
     prior=priors.flipped_spike([3.0, 3.0]),
     activation="bayes_softmax",
     batch_size=4,
@@ -42,16 +47,16 @@ BASE = dict(
     times=tuple(np.linspace(0.0, T_MAX, 13)),
 )
 GRID = dict(seed=list(range(N_SEEDS)), H=4, L=4, eta=4.0)
-OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_end_states_sde.json")
+BANK = dict(n_bank=256 if OPT.quick else 4096, bank_method="sobol")  # the ODE's and the SDE's
+OUT = os.path.join(OPT.out_dir, "slm_end_states_sde.json")
 
 
 def main():
     runs = {}
     t0 = time.perf_counter()
     runs["sgd"] = slm.train(slm.SLMConfig(**BASE), **GRID)
-    bank = dict(n_bank=4096, bank_method="sobol")
-    runs["ode"] = slm.integrate(slm.SLMODEConfig(**BASE, **bank), **GRID)
-    runs["sde"] = slm.integrate(slm.SLMSDEConfig(**BASE, **bank, dt=0.1), **GRID)
+    runs["ode"] = slm.integrate(slm.SLMODEConfig(**BASE, **BANK), **GRID)
+    runs["sde"] = slm.integrate(slm.SLMSDEConfig(**BASE, **BANK, dt=0.1), **GRID)
     M = {k: v["M"].values.reshape(N_SEEDS, len(BASE["times"]), 4, 2) for k, v in runs.items()}
     print(f"wall {time.perf_counter() - t0:.0f} s")
     out = {"final_M": {k: m[:, -1].tolist() for k, m in M.items()}, "settled": {}}

@@ -8,7 +8,9 @@ differ by more than 1 in some direction, max_f |M[0, f] - M[1, f]| > 1 (sqrt(nu)
 specialised). A straight-line fit of the escape time against log D gives the slope.
 
 Run:  python scripts/slm_escape_time.py      (a few minutes on 2 cores)
-Writes docs/figures/slm_escape_time.png and prints a markdown table.
+      python scripts/slm_escape_time.py --quick --out-dir /tmp/figs   (a smoke test: D = 20 and
+          40, 2 seeds and 2 starts, to t = 30)
+Writes docs/figures/slm_escape_time.png (or the same under --out-dir) and prints a markdown table.
 """
 
 from __future__ import annotations
@@ -19,22 +21,24 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
 from jaxattn.slm import ode as slm_ode  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
-from jaxattn.slm import risk as slm_risk  # noqa: E402
-from jaxattn.slm.network import Arch  # noqa: E402
 
+OPT = _options.parse(__doc__)
 DS = [250, 500, 1000, 2000]
 PRIOR = priors.onehot(2, 9.0)
 T_MAX = 100.0
+N_SEEDS, N_ODE, N_BANK = 4, 8, 2000  # SGD's seeds, the ODE's starts and its bank
+if OPT.quick:
+    DS, T_MAX, N_SEEDS, N_ODE, N_BANK = [20, 40], 30.0, 2, 2, 200
 TIMES = tuple(np.concatenate([[0.0], np.geomspace(0.5, T_MAX, 60)]))
-OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_escape_time.png")
+OUT = os.path.join(OPT.out_dir, "slm_escape_time.png")
 
 
 def escape_time(t, M):
@@ -48,24 +52,23 @@ def main():
     rows, sims, odes = [], {}, {}
     for D in DS:
         cfg = slm.SLMConfig(D=D, prior=PRIOR, activation="bayes_softmax", times=TIMES, n_test=500)
-        ds = slm.train(cfg, seed=range(4), H=2, L=4, eta=1.0)
+        ds = slm.train(cfg, seed=range(N_SEEDS), H=2, L=4, eta=1.0)
         p = ds.isel(H=0, L=0, eta=0, signal=0)
         t = p["time"].values
         sims[D] = (t, p["M"].values)
         with jax.enable_x64(True):
-            y0 = slm_ode.random_initial_conditions(jax.random.key(D), 2, 2, D=D, n=8)
-            args = slm_ode.ODEArgs(jnp.ones(8), jnp.ones(8), jnp.ones(8), jnp.ones((8, 2), bool),
-                                   jnp.ones((8, 4), bool))
-            bank = slm_risk.make_bank(PRIOR, 4, 2, n=2000)
-            sol = slm_ode.integrate_grid(y0, args, bank, jnp.asarray(t), Arch("bayes_softmax"))
-        odes[D] = np.asarray(sol.M)
-        ts_sim, ts_ode = escape_time(t, p["M"].values), escape_time(t, np.asarray(sol.M))
+            y0 = slm_ode.random_initial_conditions(jax.random.key(D), 2, 2, D=D, n=N_ODE)
+        ode_cfg = slm.SLMODEConfig(D=D, prior=PRIOR, activation="bayes_softmax", times=TIMES, n_bank=N_BANK)
+        sol = slm.integrate(ode_cfg, start=y0, seed=range(N_ODE), H=2, L=4, eta=1.0)
+        M_ode = sol["M"].isel(H=0, L=0, eta=0, signal=0, noise=0).values  # (start, time, head, direction)
+        odes[D] = M_ode
+        ts_sim, ts_ode = escape_time(t, p["M"].values), escape_time(t, M_ode)
         rows.append((D, np.nanmean(ts_sim), np.nanstd(ts_sim), np.nanmean(ts_ode), np.nanstd(ts_ode)))
 
     logD = np.log(DS)
     slope_sim = np.polyfit(logD, [r[1] for r in rows], 1)[0]
     slope_ode = np.polyfit(logD, [r[3] for r in rows], 1)[0]
-    print("| D | escape time, SGD (4 seeds) | escape time, ODE (8 starts) |")
+    print(f"| D | escape time, SGD ({N_SEEDS} seeds) | escape time, ODE ({N_ODE} starts) |")
     print("|---|---|---|")
     for D, ms, ss, mo, so in rows:
         print(f"| {D} | {ms:.1f} +- {ss:.1f} | {mo:.1f} +- {so:.1f} |")

@@ -8,21 +8,23 @@ from the SGD run of that seed's initial (M, Q, b) at that D (``slm.integrate``, 
 at which the heads' spread reaches half of its final value (docs/theory/single_location.md, section 7).
 
 Run:  python scripts/slm_escape_time_sde.py           (about 30 minutes on 2 cores)
-      python scripts/slm_escape_time_sde.py --quick   (D = 500 only, fewer seeds)
-Writes docs/figures/slm_escape_time_sde.png and .json, and prints a markdown table.
+      python scripts/slm_escape_time_sde.py --quick --out-dir /tmp/figs   (a smoke test: D = 20
+          only, 3 seeds, to t = 20, a small bank)
+Writes docs/figures/slm_escape_time_sde.png and .json (or the same under --out-dir), and prints a
+markdown table.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import slm  # noqa: E402
@@ -30,13 +32,16 @@ from jaxattn.plots import plt  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
 from jaxattn.slm.compare import escape_time  # noqa: E402
 
+OPT = _options.parse(__doc__)
 SEEDS = {500: 24, 1000: 24, 2000: 16, 4000: 8}
 N_THEORY = 24
 T_MAX, DT_OBS = 70.0, 0.5
 BASE = dict(prior=priors.onehot(2, 9.0), activation="bayes_softmax", batch_size=4, n_test=8)
 GRID = dict(H=2, L=4, eta=4.0)
 THEORY = dict(n_bank=1000)
-FIG = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_escape_time_sde")
+if OPT.quick:
+    SEEDS, N_THEORY, T_MAX, THEORY = {20: 3}, 3, 20.0, dict(n_bank=200)
+FIG = os.path.join(OPT.out_dir, "slm_escape_time_sde")
 
 
 def escape(ds, n):
@@ -49,9 +54,8 @@ def stats(e):
     return dict(mean=float(ok.mean()), sd=float(ok.std(ddof=1)), n=int(ok.size), not_escaped=int(e.size - ok.size))
 
 
-def main(quick: bool = False):
-    seeds = {500: 8} if quick else SEEDS
-    n_th = 8 if quick else N_THEORY
+def main():
+    seeds, n_th = SEEDS, N_THEORY
     times = tuple(np.arange(0.0, T_MAX + 1e-9, DT_OBS))
     res = {}
     for D, n in seeds.items():
@@ -74,7 +78,7 @@ def main(quick: bool = False):
             flush=True,
         )
 
-    print("\n| D | SGD seeds | escape time, SGD (mean +- sd) | ODE, 24 seeds | SDE, 24 seeds |")
+    print(f"\n| D | SGD seeds | escape time, SGD (mean +- sd) | ODE, {n_th} seeds | SDE, {n_th} seeds |")
     print("|---|---|---|---|---|")
     for D, r in res.items():
         s = {k: stats(np.asarray(r[k], float)) for k in ("sgd", "ode", "sde")}
@@ -96,12 +100,11 @@ def main(quick: bool = False):
         ax.legend(fontsize=8)
     fig.suptitle("Bayes-softmax, H = 2, one-hot F = 2, nu = 9, B = 4, eta = 4: escape from the saddle")
     fig.tight_layout()
-    if not quick:
-        fig.savefig(FIG + ".png", dpi=120)
-        with open(FIG + ".json", "w") as fh:
-            json.dump(res, fh, indent=1)
-        print(f"figure: {os.path.relpath(FIG)}.png")
+    fig.savefig(FIG + ".png", dpi=120)
+    with open(FIG + ".json", "w") as fh:
+        json.dump(res, fh, indent=1)
+    print(f"figure: {os.path.relpath(FIG)}.png")
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    main()

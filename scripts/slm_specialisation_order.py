@@ -6,7 +6,10 @@ Flipped-spike prior theta_f = a_f r_f, amplitudes a = (2.0, 1.2) (Var = 4.0, 1.4
 H = 4, online SGD at D = 300, eta = 1, up to t = 200, 2 seeds per activation.
 
 Run:  python scripts/slm_specialisation_order.py     (about 2 minutes on 2 cores)
-Writes docs/figures/slm_specialisation_order.png and prints the pick-up times and final M.
+      python scripts/slm_specialisation_order.py --quick --out-dir /tmp/figs   (a smoke test:
+          Bayes-softmax alone, D = 20, to t = 15)
+Writes docs/figures/slm_specialisation_order.png (or the same under --out-dir) and prints the
+pick-up times and final M.
 """
 
 from __future__ import annotations
@@ -17,15 +20,20 @@ import jaxattn
 
 jaxattn.use_cpu_cores()
 
+import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import slm  # noqa: E402
 from jaxattn.plots import plt  # noqa: E402
 from jaxattn.slm import priors  # noqa: E402
 
+OPT = _options.parse(__doc__)
 PRIOR = priors.flipped_spike([2.0, 1.2])
 ACTS = ["bayes_softmax", "softmax1", "softmax"]
-OUT = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "slm_specialisation_order.png")
+D, T_MAX, N_RECORDS = 300, 200.0, 40
+if OPT.quick:  # one activation (each is compiled anew), to t = 15: Bayes-softmax picks up s_0 by then
+    ACTS, D, T_MAX, N_RECORDS = ["bayes_softmax"], 20, 15.0, 8
+OUT = os.path.join(OPT.out_dir, "slm_specialisation_order.png")
 
 
 def pickup_times(t, M, threshold=1.0):
@@ -36,11 +44,12 @@ def pickup_times(t, M, threshold=1.0):
 
 
 def main():
-    fig, axes = plt.subplots(1, len(ACTS), figsize=(14, 3.8))
+    fig, axes = plt.subplots(1, len(ACTS), figsize=(14, 3.8), squeeze=False)  # an array, also for one activation
+    axes = axes[0]
     print("| activation | pick-up time s_0 (Var 4.0) | pick-up time s_1 (Var 1.44) | final M of seed 0 (rows: heads) |")
     print("|---|---|---|---|")
     for ax, act in zip(axes, ACTS):
-        cfg = slm.SLMConfig(D=300, prior=PRIOR, activation=act, t_max=200.0, n_records=40, n_test=500)
+        cfg = slm.SLMConfig(D=D, prior=PRIOR, activation=act, t_max=T_MAX, n_records=N_RECORDS, n_test=500)
         p = slm.train(cfg, seed=[0, 1], H=4, L=4, eta=1.0).isel(H=0, L=0, eta=0, signal=0)
         t, M = p["time"].values, p["M"].values
         tp = pickup_times(t, M)

@@ -292,7 +292,7 @@ class GivenStartODE(OrderParameterODE):
             raise ValueError(
                 f"start must hold M (n, H, F), Q (n, H, H) and b (n, H), got shapes {M.shape}, {Q.shape}, {b.shape}"
             )
-        self.start = slm_ode.OrderParams(M, Q, b)
+        self.start: tuple[np.ndarray, np.ndarray, np.ndarray] = (M, Q, b)  # float64, on the host
 
     # the starts are inputs, not part of the program: instances share their compiled programs
     def __eq__(self, other) -> bool:
@@ -302,7 +302,7 @@ class GivenStartODE(OrderParameterODE):
         return hash(type(self))
 
     def setup(self, config: SLMODEConfig, values):
-        n, H, F = self.start.M.shape
+        n, H, F = self.start[0].shape
         if F != config.F:
             raise ValueError(f"start has F = {F} directions, the prior has F = {config.F}")
         if max(values["H"]) > H:
@@ -313,11 +313,9 @@ class GivenStartODE(OrderParameterODE):
 
     def params(self, static: ODEStatic, points):
         s, f = np.asarray(points["seed"]), jnp.result_type(float)
-        y = [x[s] for x in self.start]
-        y = slm_ode.OrderParams(
-            y[0][:, : static.H_max], y[1][:, : static.H_max, : static.H_max], y[2][:, : static.H_max]
-        )
-        return {**super().params(static, points), "start": jax.tree_util.tree_map(lambda x: jnp.asarray(x, f), y)}
+        h = static.H_max  # a grid's start keeps its first H_max heads
+        M, Q, b = (jnp.asarray(x[s], f) for x in self.start)
+        return {**super().params(static, points), "start": slm_ode.OrderParams(M[:, :h], Q[:, :h, :h], b[:, :h])}
 
     def _start(self, static: ODEStatic, shared, p) -> slm_ode.OrderParams:
         return stream_values(p["start"])
