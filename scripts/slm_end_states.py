@@ -82,8 +82,7 @@ class Run(NamedTuple):
 
 def integrate(y0, prior, act, ts=TS):
     """The ODE (eta = ETA, noise on) from each start of y0, recorded at ts."""
-    # from given starts the config's D sets only the grid of recording times (steps of 1 / D)
-    cfg = slm.SLMODEConfig(D=10**6, prior=prior, activation=act, times=tuple(ts), n_bank=N_BANK, max_steps=MAX_STEPS)
+    cfg = slm.SLMODEConfig(prior=prior, activation=act, times=tuple(ts), n_bank=N_BANK, max_steps=MAX_STEPS)
     sol = slm.integrate(cfg, start=y0, seed=range(y0.M.shape[0]), H=H, L=L, eta=ETA)
     sol = sol.isel(H=0, L=0, eta=0, signal=0, noise=0)
     return Run(sol["M"].values, sol["risk"].values, ~sol["diverged"].values)

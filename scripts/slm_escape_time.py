@@ -58,7 +58,7 @@ def main():
         sims[D] = (t, p["M"].values)
         with jax.enable_x64(True):
             y0 = slm_ode.random_initial_conditions(jax.random.key(D), 2, 2, D=D, n=N_ODE)
-        ode_cfg = slm.SLMODEConfig(D=D, prior=PRIOR, activation="bayes_softmax", times=TIMES, n_bank=N_BANK)
+        ode_cfg = slm.SLMODEConfig(D=D, prior=PRIOR, activation="bayes_softmax", times=tuple(t), n_bank=N_BANK)
         sol = slm.integrate(ode_cfg, start=y0, seed=range(N_ODE), H=2, L=4, eta=1.0)
         M_ode = sol["M"].isel(H=0, L=0, eta=0, signal=0, noise=0).values  # (start, time, head, direction)
         odes[D] = M_ode

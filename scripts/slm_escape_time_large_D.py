@@ -69,9 +69,7 @@ def ode_escape_times(D: int, t):
     exact law of the overlaps at D, and whether every solve succeeded."""
     with jax.enable_x64(True):
         y0 = slm_ode.random_initial_conditions(jax.random.fold_in(jax.random.key(7), D), H, 2, D=D, n=N_ODE)
-    # from given starts the config's D sets only the grid of recording times: at 1000 every
-    # multiple of 0.25 is a step
-    cfg = slm.SLMODEConfig(D=1000, prior=PRIOR, activation="bayes_softmax", times=tuple(t), n_bank=N_BANK)
+    cfg = slm.SLMODEConfig(D=D, prior=PRIOR, activation="bayes_softmax", times=tuple(t), n_bank=N_BANK)
     sol = slm.integrate(cfg, start=y0, seed=range(N_ODE), H=H, L=L, eta=1.0).isel(H=0, L=0, eta=0, signal=0, noise=0)
     M = sol["M"].values
     split = np.abs(M[..., 0, :] - M[..., 1, :]).max(-1) > 1.0

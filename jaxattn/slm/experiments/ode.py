@@ -113,7 +113,6 @@ class OrderParameterODE(Experiment):
                 dtype=jnp.float64,
             )
         bank = jax.tree_util.tree_map(lambda x: jnp.asarray(np.asarray(x), jnp.result_type(float)), bank)
-        directions, _ = directions_and_test_key(config)
         static = ODEStatic(
             network.Arch(config.activation, config.aggregation),
             H_max,
@@ -122,14 +121,24 @@ class OrderParameterODE(Experiment):
             config.F,
             float(config.sigma0),
             config.batch_size,
-            tuple(float(t) for t in config.record_times()),
+            tuple(float(t) for t in self._times(config)),
             float(config.rtol),
             float(config.atol),
             int(config.max_steps),
             slm_ode.default_chunk(),
             float(config.bias_lr),
         )
-        return static, {"bank": bank, "directions": directions}
+        return static, {"bank": bank, **self._start_inputs(config)}
+
+    def _times(self, config: SLMODEConfig) -> np.ndarray:
+        """The recording times: those of online SGD at ``D`` (whole steps), so that each seed's
+        ODE and its SGD run are recorded at the same times."""
+        return config.record_times()
+
+    def _start_inputs(self, config: SLMODEConfig) -> dict:
+        """The shared arrays :meth:`_start` reads: the latent directions of the SGD runs."""
+        directions, _ = directions_and_test_key(config)
+        return {"directions": directions}
 
     def params(self, static: ODEStatic, points):
         return {
@@ -270,8 +279,9 @@ class GivenStartODE(OrderParameterODE):
     """The order-parameter ODEs of :data:`SLM_ODE` from given starts: seed ``s`` starts from
     ``(M[s], Q[s], b[s])`` of ``start`` (its first ``H`` heads at a grid point with ``H`` heads),
     for a continuation (online SGD to some time, then the ODE), a start drawn from another law
-    (:func:`~jaxattn.slm.ode.random_initial_conditions`), or a perturbation. ``D`` only sets the
-    grid of recording times. The starts enter as per-point inputs: one compile serves any starts
+    (:func:`~jaxattn.slm.ode.random_initial_conditions`), or a perturbation. With no SGD run to
+    pair with, the recording times are the config's ``times`` as given (not rounded to SGD's
+    steps at ``D``), and no directions are drawn. The starts enter as per-point inputs: one compile serves any starts
     of the same shape. :func:`integrate` builds it from its ``start`` argument.
 
     Args:
@@ -316,6 +326,12 @@ class GivenStartODE(OrderParameterODE):
         h = static.H_max  # a grid's start keeps its first H_max heads
         M, Q, b = (jnp.asarray(x[s], f) for x in self.start)
         return {**super().params(static, points), "start": slm_ode.OrderParams(M[:, :h], Q[:, :h, :h], b[:, :h])}
+
+    def _times(self, config: SLMODEConfig) -> np.ndarray:
+        return config.record_times() if config.times is None else np.unique(np.asarray(config.times, float))
+
+    def _start_inputs(self, config: SLMODEConfig) -> dict:
+        return {}
 
     def _start(self, static: ODEStatic, shared, p) -> slm_ode.OrderParams:
         return stream_values(p["start"])
