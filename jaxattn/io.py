@@ -43,6 +43,9 @@ def load(path: str | os.PathLike) -> xr.Dataset:
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the file is not a readable netCDF dataset (cut short, say).
+        jaxattn.engine.NotAStore: If ``path`` is a folder but not a sweep store.
+        jaxattn.engine.DamagedStore: If the store's manifest or a chunk is damaged.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -51,8 +54,11 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         return load_store(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file: {path!r}")
-    with xr.open_dataset(path, engine=ENGINE) as ds:
-        return ds.load()
+    try:
+        with xr.open_dataset(path, engine=ENGINE) as ds:
+            return ds.load()
+    except OSError as err:  # a truncated or foreign file: netCDF's own message names no file
+        raise ValueError(f"{path} is not a readable netCDF dataset ({err})") from None
 
 
 def config_of(ds: xr.Dataset) -> dict:

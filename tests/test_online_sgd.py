@@ -121,6 +121,28 @@ def test_divergent_run_is_flagged_and_does_not_poison_the_grid():
     np.testing.assert_array_equal(point(ds)["error"].values, alone["error"].values)
 
 
+def test_a_finite_blow_up_is_diverged_by_the_size_bound():
+    """At ``eta = 1e4`` the default run stays finite (error 0.69, ``Q_hh`` up to 2e6 at ``t = 200``)
+    yet is plainly a blow-up: the default bound (1000x the start) flags it at the first recording
+    and freezes it, while ``eta = 1`` in the same grid is untouched. Without the bound (``inf``)
+    the same runs are finite and unflagged: the bound, not a NaN, flags them. (The defaults but
+    ``t_max = 10``: ``Q_hh`` passes 2e4 by ``t = 0.3``.)"""
+    short = slm.SLMConfig(t_max=10.0)
+    ds = slm.train(short, eta=[1.0, 1e4])
+    div = ds["diverged"].isel(H=0, L=0, signal=0)
+    assert div.sel(eta=1e4).all() and not div.sel(eta=1.0).any()
+    blown = ds.sel(eta=1e4).isel(H=0, L=0, signal=0)
+    assert np.all(np.isnan(blown["error"].values[:, 1:])) and np.all(np.isnan(blown["Q"].values[:, 1:]))
+    assert np.all(np.isfinite(blown["error"].values[:, 0]))  # the start is recorded
+    healthy = ds.sel(eta=1.0).isel(H=0, L=0, signal=0)
+    assert np.all(np.isfinite(healthy["error"].values))
+
+    free = slm.train(slm.SLMConfig(t_max=10.0, diverge_bound=float("inf")), eta=1e4).isel(H=0, L=0, eta=0, signal=0)
+    assert not free["diverged"].any()
+    Q = np.einsum("sthh->sth", free["Q"].values[..., :2, :2])
+    assert np.all(np.isfinite(Q)) and Q[:, -1].max() > 1000 * Q[:, 0].max()
+
+
 def test_minibatch_advances_time_by_batch_over_D():
     config = slm.SLMConfig(D=40, times=(0.0, 1.0, 2.0), n_test=16, batch_size=4)
     assert list(config.record_steps()) == [0, 10, 20]

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from jaxattn.core.checks import plain
 from jaxattn.engine import config as cfgs
 
 
@@ -28,6 +29,25 @@ class Choice(click.Choice):
         return super().convert(value, param, ctx)
 
 
+class OutPath(click.ParamType):
+    """A file (or ``folder``) the command will write, checked when the options are read, before
+    any work: a path under a file, an existing folder where a file goes, or no write permission
+    is refused, naming the option. ``""`` (write nothing) passes."""
+
+    name = "path"
+
+    def __init__(self, folder: bool = False):
+        self.folder = folder
+
+    def convert(self, value, param, ctx):
+        from jaxattn.engine.files import unwritable
+
+        why = unwritable(value, self.folder) if value else None
+        if why is not None:
+            self.fail(f"cannot write {value}: {why}", param, ctx)
+        return value
+
+
 def floats(_ctx, param, value):
     """A comma-separated list of numbers."""
     if value is None:
@@ -35,7 +55,7 @@ def floats(_ctx, param, value):
     try:
         return [float(v) for v in str(value).split(",") if v.strip()]
     except ValueError as err:
-        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param=param) from err
+        raise click.BadParameter(f"expected comma-separated numbers, got {plain(value)}", param=param) from err
 
 
 def ints(ctx, param, value):
@@ -44,7 +64,7 @@ def ints(ctx, param, value):
     if vals is None:
         return None
     if not all(float(v).is_integer() for v in vals):
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}", param=param)
+        raise click.BadParameter(f"expected comma-separated integers, got {plain(value)}", param=param)
     return [int(v) for v in vals]
 
 
@@ -53,10 +73,19 @@ def words(_ctx, _param, value):
     return None if value is None else [v.strip() for v in str(value).split(",") if v.strip()]
 
 
+def _finite_or_none(v):
+    if isinstance(v, float) and v != v:  # NaN: not JSON; null says "no value" to every reader
+        return None
+    if isinstance(v, list):
+        return [_finite_or_none(x) for x in v]
+    return v
+
+
 def emit(obj: dict, as_json: bool) -> None:
-    """The headline numbers: one JSON object, or one ``key: value`` line each."""
+    """The headline numbers: one JSON object (strict JSON: ``NaN`` is ``null``), or one
+    ``key: value`` line each."""
     if as_json:
-        click.echo(json.dumps(obj))
+        click.echo(json.dumps({k: _finite_or_none(v) for k, v in obj.items()}, allow_nan=True))
     else:
         for k, v in obj.items():
             click.echo(f"{k}: {v}")

@@ -14,9 +14,12 @@ def read_info(path: str) -> dict:
     from jaxattn.engine import provenance, store
 
     if os.path.isdir(path):
-        man = store.read_manifest(path)
+        try:
+            man = store.read_manifest(path)
+        except store.DamagedStore as err:
+            raise click.ClickException(str(err)) from None
         if man is None:
-            raise click.ClickException(f"{path!r} is neither a dataset nor a sweep store (no manifest.json)")
+            raise click.ClickException(f"{path} is neither a dataset nor a sweep store (no manifest.json)")
         attrs = man.get("attrs", {})
         workers = {
             e.get("worker", str(e.get("pid"))): e["provenance"]
@@ -39,7 +42,7 @@ def read_info(path: str) -> dict:
     try:
         ds = io.load(path)
     except (OSError, ValueError) as err:
-        raise click.ClickException(f"cannot read {path!r} as a dataset: {err}") from err
+        raise click.ClickException(f"cannot read {path} as a dataset: {err}") from err
     return {
         "path": path,
         "kind": "dataset",

@@ -8,6 +8,7 @@ import os
 import click
 
 from jaxattn.cli.common import emit
+from jaxattn.core.checks import plain
 
 
 def _devices(n: int | None):
@@ -45,9 +46,9 @@ def _worker(text: str | None) -> tuple[int, int] | None:
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise click.BadParameter(f"expected I/N (e.g. 0/4), got {text!r}", param_hint="--worker") from None
+        raise click.BadParameter(f"expected I/N (e.g. 0/4), got {plain(text)}", param_hint="--worker") from None
     if not 0 <= i < n:
-        raise click.BadParameter(f"expected 0 <= I < N, got {text!r}", param_hint="--worker")
+        raise click.BadParameter(f"expected 0 <= I < N, got {plain(text)}", param_hint="--worker")
     return i, n
 
 
@@ -67,6 +68,27 @@ def start_distributed() -> None:
     jax.distributed.initialize(**kw)
 
 
+def _check_store_out(out: str) -> None:
+    """Refuse an ``--out`` that cannot hold a store before any work."""
+    from jaxattn.engine.sweep import out_problem
+
+    why = out_problem(out)
+    if why is not None:
+        ctx = click.get_current_context()
+        raise click.BadParameter(why, ctx, next(p for p in ctx.command.params if p.name == "out"))
+
+
+def _store(path: str) -> str:
+    """A store's folder for ``status`` and ``plot``: one line, not a traceback, if it is none."""
+    from jaxattn.engine import store
+
+    try:
+        store.require_manifest(path)
+    except (store.NotAStore, store.DamagedStore) as err:
+        raise click.ClickException(str(err)) from None
+    return path
+
+
 @sweep.command("run")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option(
@@ -74,8 +96,14 @@ def start_distributed() -> None:
 )
 @click.option("--devices", type=int, default=None, help="Use the first N local devices (default: all).")
 @click.option("--memory-budget", default=None, help="Memory for one chunk, e.g. 2GB (default: the file's).")
-@click.option("--chunk-size", type=int, default=None, help="Points per chunk (overrides the memory budget).")
+@click.option(
+    "--chunk-size", type=click.IntRange(min=1), default=None, help="Points per chunk (overrides the memory budget)."
+)
 @click.option("--extend", is_flag=True, help="Accept a grid with added values: compute only the new points.")
+@click.option(
+    "--verify", is_flag=True, help="Check every finished chunk's checksum first (damaged ones are recomputed)."
+)
+@click.option("--repair", is_flag=True, help="Rebuild a damaged or lost manifest.json from FILE and the chunks.")
 @click.option(
     "--worker",
     "worker_text",
@@ -106,6 +134,8 @@ def run_cmd(
     memory_budget,
     chunk_size,
     extend,
+    verify,
+    repair,
     worker_text,
     reclaim,
     claim_timeout,
@@ -124,10 +154,12 @@ def run_cmd(
         start_distributed()
     try:
         spec = sw.load_file(file)
+        sw.sweep_plan(spec)  # every problem of the grid and the config named before any work
         budget = sw.parse_size(memory_budget) if memory_budget is not None else None
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     out = out or os.path.join("results", os.path.splitext(os.path.basename(file))[0])
+    _check_store_out(out)
     devs = _devices(devices)
     try:
         rep = sw.run_sweep(
@@ -141,9 +173,13 @@ def run_cmd(
             worker=worker,
             reclaim=reclaim,
             claim_timeout=claim_timeout,
+            verify=verify,
+            repair=repair,
         )
     except sw.SweepChanged as err:
         raise click.UsageError(str(err)) from err
+    except sw.DamagedStore as err:
+        raise click.ClickException(str(err)) from err
     st = sw.status(out, claim_timeout=claim_timeout)
     emit(
         {
@@ -157,6 +193,7 @@ def run_cmd(
             "skipped": len(rep.skipped),
             "failed": len(st["failed"]),
             "pending": len(st["pending"]),
+            "damaged": len(st["damaged"]),
             "diverged": len(st["diverged"]),
             "wall_seconds": round(rep.wall_seconds, 2),
         },
@@ -197,6 +234,7 @@ def submit_cmd(
 
     if workers < 1:
         raise click.BadParameter(f"must be >= 1, got {workers}", param_hint="--workers")
+    _check_store_out(out)
     try:
         jobs = launch.submit(
             file,
@@ -243,17 +281,14 @@ def status_cmd(path, claim_timeout, as_json):
     and last heartbeat, the time left at the current pace, and the diverged grid points."""
     from jaxattn import engine as sw
 
-    try:
-        st = sw.status(path, claim_timeout=claim_timeout)
-    except FileNotFoundError as err:
-        raise click.ClickException(str(err)) from err
+    st = sw.status(_store(path), claim_timeout=claim_timeout)
     if as_json:
         click.echo(json.dumps(st))
         return
     click.echo(f"model: {st['model']}  points: {st['n_points']}  chunks: {st['n_chunks']}")
     click.echo(
         f"done: {len(st['done'])}  pending: {len(st['pending'])}  claimed: {len(st['claimed'])}  "
-        f"stale: {len(st['stale'])}  failed: {len(st['failed'])}"
+        f"stale: {len(st['stale'])}  failed: {len(st['failed'])}  damaged: {len(st['damaged'])}"
     )
     if st["seconds_left"]:
         left = st["seconds_left"]
@@ -264,14 +299,21 @@ def status_cmd(path, claim_timeout, as_json):
         )
     for label, w in st["workers"].items():
         seen = "" if w["last_seen_seconds_ago"] is None else f", last seen {w['last_seen_seconds_ago']:.0f} s ago"
+        job = ""
+        if "slurm" in w:
+            s = w["slurm"]
+            job = f", SLURM job {s.get('array_job_id', s.get('job_id'))}"
+            job += f" task {s['array_task_id']}" if "array_task_id" in s else ""
         click.echo(
-            f"  worker {label} ({w['host']}, pid {w['pid']}): {len(w['computed'])} computed, "
+            f"  worker {label} ({w['host']}, pid {w['pid']}{job}): {len(w['computed'])} computed, "
             f"claims {w['claimed']}{seen}"
         )
     for cid in st["stale"]:
         click.echo(f"  stale claim: chunk {cid} (taken over by the next worker that gets to it)")
     for cid, err in st["failed"].items():
         click.echo(f"  failed chunk {cid}: {err.splitlines()[0]}")
+    for cid, why in st["damaged"].items():
+        click.echo(f"  damaged chunk {cid}: {why} (`jaxattn sweep run` recomputes it)")
     click.echo(f"diverged points: {len(st['diverged'])}")
     for p in st["diverged"]:
         click.echo(f"  {p}")
@@ -289,7 +331,7 @@ def plot_cmd(path, var, x, hue, fig_path):
     from jaxattn import engine as sw
     from jaxattn.plots import sweep_quicklook
 
-    ds = sw.load_store(path, complete=False)
+    ds = sw.load_store(_store(path), complete=False)
     try:
         fig = sweep_quicklook(ds, var, x, hue)
     except ValueError as err:

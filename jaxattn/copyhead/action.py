@@ -40,6 +40,7 @@ from jaxtyping import Array, Float
 
 from jaxattn.copyhead import network, task
 from jaxattn.core import checks
+from jaxattn.core.checks import plain
 
 
 class CopyHyper(NamedTuple):
@@ -377,9 +378,9 @@ def check_N(N: Any) -> float:
     try:
         x = float(N)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"N must be a number > 0 (inf allowed), got {N!r}") from err
+        raise ValueError(f"N must be a number > 0 (inf allowed), got {plain(N)}") from err
     if not (x > 0) or np.isnan(x):
-        raise ValueError(f"N must be > 0 (inf allowed), got {N!r}")
+        raise ValueError(f"N must be > 0 (inf allowed), got {plain(N)}")
     return x
 
 

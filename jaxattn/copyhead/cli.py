@@ -16,9 +16,10 @@ from typing import Any
 import click
 import numpy as np
 
-from jaxattn.cli.common import clean_errors, config_from, config_options, emit, ints, words
+from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, ints, words
 from jaxattn.copyhead.config import CopyConfig, CopyData, SGLDConfig
 from jaxattn.copyhead.network import ATTENTIONS, LINEAR_NORMS, CopyArch
+from jaxattn.core.checks import plain
 
 HEADLINE = ("prev_weight", "a1", "aG", "U", "train_error", "test_error")
 CHOICES = {"attention": ATTENTIONS, "linear_norm": LINEAR_NORMS}
@@ -46,8 +47,12 @@ def copy():
     "--inits", callback=words, default="random,copy", show_default=True, help="Initialisations (random, copy)."
 )
 @progress_option
-@click.option("--out", default="results/copy_train.nc", show_default=True, help="netCDF file ('' for none).")
-@click.option("--figure", default="results/copy_train.png", show_default=True, help="PNG ('' for none).")
+@click.option(
+    "--out", type=OutPath(), default="results/copy_train.nc", show_default=True, help="netCDF file ('' for none)."
+)
+@click.option(
+    "--figure", type=OutPath(), default="results/copy_train.png", show_default=True, help="PNG ('' for none)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
 def train(P, seeds, inits, progress, out, figure, as_json, **o):
@@ -93,8 +98,12 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
     "--starts", callback=words, default="uniform,copy", show_default=True, help="Chain starts (uniform, copy)."
 )
 @progress_option
-@click.option("--out", default="results/copy_sample.nc", show_default=True, help="netCDF file ('' for none).")
-@click.option("--figure", default="results/copy_sample.png", show_default=True, help="PNG ('' for none).")
+@click.option(
+    "--out", type=OutPath(), default="results/copy_sample.nc", show_default=True, help="netCDF file ('' for none)."
+)
+@click.option(
+    "--figure", type=OutPath(), default="results/copy_sample.png", show_default=True, help="PNG ('' for none)."
+)
 @click.option("--arviz", "arviz_path", default=None, help="Also write the draws as ArviZ InferenceData (netCDF).")
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
@@ -152,7 +161,7 @@ def _N(_ctx, param, value):
     try:
         return float(value)
     except (TypeError, ValueError) as err:
-        raise click.BadParameter(f"expected a number or 'inf', got {value!r}", param=param) from err
+        raise click.BadParameter(f"expected a number or 'inf', got {plain(value)}", param=param) from err
 
 
 @copy.command()
@@ -177,14 +186,20 @@ def theory(N, P, as_json, **o):
         try:
             Ps = [float(v) for v in P.split(",") if v.strip()]
         except ValueError as err:
-            raise ValueError(f"P must be comma-separated numbers, got {P!r}") from err
+            raise ValueError(f"P must be comma-separated numbers, got {plain(P)}") from err
     emit(theory_summary(config_from(CopyArch, o), N, Ps), as_json)
 
 
 @copy.command("phase-diagram")
 @click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
-@click.option("--out-dir", default="results/copy_theory", show_default=True, help="Folder of the figures.")
+@click.option(
+    "--out-dir",
+    type=OutPath(folder=True),
+    default="results/copy_theory",
+    show_default=True,
+    help="Folder of the figures.",
+)
 @click.option(
     "--critical/--no-critical",
     default=True,
@@ -236,7 +251,9 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
 @progress_option
-@click.option("--figure", default="results/copy_landscape.png", show_default=True, help="PNG ('' for none).")
+@click.option(
+    "--figure", type=OutPath(), default="results/copy_landscape.png", show_default=True, help="PNG ('' for none)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
 def landscape(

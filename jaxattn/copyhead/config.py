@@ -254,7 +254,9 @@ class CopyLandscapeConfig(network.CopyArch):
             raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
         checks.integer("n_windows", self.n_windows, 2)
         if (self.c_lo is None) != (self.c_hi is None):
-            raise ValueError(f"c_lo and c_hi go together, got c_lo={self.c_lo!r}, c_hi={self.c_hi!r}")
+            raise ValueError(
+                f"c_lo and c_hi go together, got c_lo={checks.plain(self.c_lo)}, c_hi={checks.plain(self.c_hi)}"
+            )
         checks.positive("max_spacing", self.max_spacing)
         if self.spring is not None:
             checks.positive("spring", self.spring)

@@ -2,10 +2,48 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def plain(value: Any) -> str:
+    """``value`` written as a user would type it, for an error message: NumPy scalars and arrays
+    as Python numbers and lists (``-5.0``, not ``np.float64(-5.0)``), strings quoted.
+
+    Args:
+        value: Any value.
+
+    Returns:
+        Its plain text.
+    """
+
+    def py(v):
+        if isinstance(v, np.generic):
+            return v.item()
+        if isinstance(v, np.ndarray):
+            return v.tolist()
+        if isinstance(v, (list, tuple)):
+            return type(v)(py(x) for x in v)
+        return v
+
+    return repr(py(value))
+
+
+def toml_key(key: Any) -> str:
+    """A key as TOML writes it in a dotted path: bare if it can be (``eta``), quoted otherwise
+    (``"x y"``), so that an error's path reads back to the one key.
+
+    Args:
+        key: A table key.
+
+    Returns:
+        The key, quoted where TOML needs it.
+    """
+    key = str(key)
+    return key if key and all(c.isascii() and (c.isalnum() or c in "_-") for c in key) else json.dumps(key)
 
 
 def as_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
@@ -25,11 +63,11 @@ def as_array(name: str, value: Any, ndim: int | None = None) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be numeric, got {value!r}") from err
+        raise ValueError(f"{name} must be numeric, got {plain(value)}") from err
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite, got {plain(value)}")
     return arr
 
 
@@ -51,7 +89,7 @@ def positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     x = float(as_array(name, value, ndim=0))
     if x < 0 or (x == 0 and not allow_zero):
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be {bound}, got {value!r}")
+        raise ValueError(f"{name} must be {bound}, got {plain(value)}")
     return x
 
 
@@ -74,10 +112,10 @@ def integer(name: str, value: Any, minimum: int) -> int:
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ValueError(f"{name} must be an integer, got {plain(value)}")
     n = int(value)
     if n < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+        raise ValueError(f"{name} must be >= {minimum}, got {plain(value)}")
     return n
 
 
@@ -99,7 +137,7 @@ def choice(name: str, value: Any, options: Sequence[str]) -> str:
         for v in (value, value.replace("-", "_")):
             if v in options:
                 return v
-    raise ValueError(f"{name} must be one of {tuple(options)}, got {value!r}")
+    raise ValueError(f"{name} must be one of {tuple(options)}, got {plain(value)}")
 
 
 def positive_list(name: str, values: Any, *, allow_zero: bool = False) -> list[float]:
@@ -118,7 +156,7 @@ def positive_list(name: str, values: Any, *, allow_zero: bool = False) -> list[f
     """
     vals = np.atleast_1d(as_array(name, values))
     if vals.ndim != 1 or vals.size == 0:
-        raise ValueError(f"{name} must be a non-empty list of numbers, got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of numbers, got {plain(values)}")
     return [positive(name, v, allow_zero=allow_zero) for v in vals]
 
 
@@ -138,7 +176,7 @@ def integer_list(name: str, values: Any, minimum: int) -> list[int]:
     """
     vals = np.atleast_1d(np.asarray(values, dtype=object))
     if vals.ndim != 1 or vals.size == 0:
-        raise ValueError(f"{name} must be a non-empty list of integers, got {values!r}")
+        raise ValueError(f"{name} must be a non-empty list of integers, got {plain(values)}")
     return [integer(name, v, minimum) for v in vals.tolist()]
 
 

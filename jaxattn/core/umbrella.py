@@ -35,6 +35,8 @@ import jax
 import numpy as np
 from jaxtyping import Array, Float
 
+from jaxattn.core.checks import plain
+
 
 class Windows(NamedTuple):
     """Harmonic bias windows on the order parameter.
@@ -66,14 +68,14 @@ def windows(lo: float, hi: float, n: int, spring: float | None = None) -> Window
         ValueError: naming ``n``, ``lo``/``hi`` or ``spring``.
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise ValueError(f"n must be an integer >= 2 windows, got {n!r}")
+        raise ValueError(f"n must be an integer >= 2 windows, got {plain(n)}")
     if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
-        raise ValueError(f"the windows need lo < hi, got lo={lo!r}, hi={hi!r}")
+        raise ValueError(f"the windows need lo < hi, got lo={plain(lo)}, hi={plain(hi)}")
     centers = np.linspace(float(lo), float(hi), int(n))
     spacing = centers[1] - centers[0]
     kappa = 1.0 / spacing**2 if spring is None else spring
     if not (np.isfinite(kappa) and kappa > 0):
-        raise ValueError(f"spring must be a positive spring constant, got {spring!r}")
+        raise ValueError(f"spring must be a positive spring constant, got {plain(spring)}")
     return Windows(centers, np.full(int(n), float(kappa)))
 
 

@@ -13,17 +13,19 @@ from jaxattn.engine.compute import clear_caches, run
 from jaxattn.engine.experiment import Experiment, Layout, OneShot, over_groups, segments, stream_values
 from jaxattn.engine.plan import GridError, Plan, make_plan
 from jaxattn.engine.registry import get, names, register
-from jaxattn.engine.store import load_store, status
+from jaxattn.engine.store import DamagedStore, NotAStore, load_store, status
 from jaxattn.engine.sweep import Report, SweepChanged, run_sweep, sweep_plan
 from jaxattn.engine.sweepfile import Sweep, SweepFileError, dumps, load_file, parse, parse_size
 
 __all__ = [
     "Axis",
+    "DamagedStore",
     "Dim",
     "Experiment",
     "Grid",
     "GridError",
     "Layout",
+    "NotAStore",
     "OneShot",
     "Plan",
     "Report",

@@ -59,7 +59,7 @@ class Axis:
         """
         vals = list(values) if isinstance(values, (list, tuple, range, np.ndarray)) else [values]
         if not vals:
-            raise ValueError(f"{self.name} must be a non-empty list of values, got {values!r}")
+            raise ValueError(f"{self.name} must be a non-empty list of values, got {checks.plain(values)}")
         out = tuple(self.check(v) for v in vals)
         if len(set(out)) != len(out):
             raise ValueError(f"{self.name} has repeated values: {list(out)}")
@@ -227,28 +227,32 @@ def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> t
             )
             return None
         kind, args = next(iter(spec.items()))
-        sub = f"{path}.{kind}"
+        sub = f"{path}.{checks.toml_key(kind)}"
         if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
-            problems.append(f"{sub}: expected a list of numbers, got {args!r}")
+            problems.append(f"{sub}: expected a list of numbers, got {checks.plain(args)}")
             return None
         if kind == "range":
             if not 1 <= len(args) <= 3 or not all(isinstance(a, int) for a in args):
-                problems.append(f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, got {args!r}")
+                problems.append(
+                    f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, got {checks.plain(args)}"
+                )
                 return None
             vals = tuple(range(*args))
         else:
             if len(args) != 3 or not isinstance(args[2], int) or args[2] < 1:
-                problems.append(f"{sub}: expected [start, stop, count] with an integer count >= 1, got {args!r}")
+                problems.append(
+                    f"{sub}: expected [start, stop, count] with an integer count >= 1, got {checks.plain(args)}"
+                )
                 return None
             if kind == "logspace" and (args[0] <= 0 or args[1] <= 0):
-                problems.append(f"{sub}: start and stop must be > 0, got {args!r}")
+                problems.append(f"{sub}: start and stop must be > 0, got {checks.plain(args)}")
                 return None
             fn = np.geomspace if kind == "logspace" else np.linspace
             vals = tuple(float(x) for x in fn(args[0], args[1], args[2]))
             if integer:  # rounded, repeated values dropped
                 vals = tuple(dict.fromkeys(int(round(x)) for x in vals))
         if not vals:
-            problems.append(f"{sub}: gives no values ({args!r})")
+            problems.append(f"{sub}: gives no values ({checks.plain(args)})")
             return None
         return vals
     if isinstance(spec, (int, float, str, bool)):
@@ -274,11 +278,13 @@ def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
                 problems.append("grid.zip: expected tables of zipped axes ([grid.zip.NAME])")
                 continue
             for group, axes in spec.items():
-                path = f"grid.zip.{group}"
+                path = f"grid.zip.{checks.toml_key(group)}"
                 if not isinstance(axes, dict) or not axes:
                     problems.append(f"{path}: expected a table of axes, each a list of values")
                     continue
-                parsed = {k: parse_values(f"{path}.{k}", v, problems, unique=False) for k, v in axes.items()}
+                parsed = {
+                    k: parse_values(f"{path}.{checks.toml_key(k)}", v, problems, unique=False) for k, v in axes.items()
+                }
                 vals = {k: v for k, v in parsed.items() if v is not None}
                 if len(vals) != len(parsed):
                     continue
@@ -292,7 +298,7 @@ def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
                     continue
                 dims.append(Dim(group, vals))
         else:
-            vals = parse_values(f"grid.{name}", spec, problems)
+            vals = parse_values(f"grid.{checks.toml_key(name)}", spec, problems)
             if vals is not None:
                 dims.append(Dim(name, {name: vals}))
     return dims

@@ -20,6 +20,8 @@ import types
 import typing
 from typing import Any
 
+from jaxattn.core.checks import plain, toml_key
+
 KINDS = ("int", "float", "bool", "str", "floats", "custom")
 
 
@@ -113,7 +115,7 @@ def check_value(spec: FieldSpec, value) -> str | None:
     if ok:
         return None
     expected = {"floats": "a list of numbers"}.get(spec.kind, spec.kind)
-    return f"expected {expected}, got {value!r}"
+    return f"expected {expected}, got {plain(value)}"
 
 
 def convert(spec: FieldSpec, value):
@@ -158,7 +160,7 @@ def from_mapping(config_type: type, mapping: dict, *, path: str = "fixed", skip=
         if key in skip:
             continue
         if key not in specs:
-            problems.append(f"{path}.{key}: unknown parameter (expected one of {', '.join(sorted(specs))})")
+            problems.append(f"{path}.{toml_key(key)}: unknown parameter (expected one of {', '.join(sorted(specs))})")
             continue
         msg = check_value(specs[key], value)
         if msg is None:
@@ -167,7 +169,7 @@ def from_mapping(config_type: type, mapping: dict, *, path: str = "fixed", skip=
             except (ValueError, TypeError, KeyError) as err:
                 msg = str(err)
         if msg is not None:
-            problems.append(f"{path}.{key}: {msg}")
+            problems.append(f"{path}.{toml_key(key)}: {msg}")
     if problems:
         return None, problems
     try:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from jaxattn.core.checks import plain
+
 try:
     import submitit
 except ImportError:  # an optional extra: jaxattn[cluster]
@@ -94,7 +96,7 @@ def submit(
     _require()
     assert submitit is not None
     if executor not in ("slurm", "local"):
-        raise ValueError(f"executor must be 'slurm' or 'local', got {executor!r}")
+        raise ValueError(f"executor must be 'slurm' or 'local', got {plain(executor)}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     import jax

@@ -14,6 +14,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxattn.core.checks import plain
 from jaxattn.engine.axes import Grid, check_dims
 from jaxattn.engine.experiment import Experiment
 
@@ -155,7 +156,7 @@ def make_plan(
     )
     for name, n in (("block", block), ("group", group)):
         if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
-            problems.append(f"{name} must be an integer >= 1, got {n!r}")
+            problems.append(f"{name} must be an integer >= 1, got {plain(n)}")
     if problems:
         raise GridError(problems)
     for a in experiment.axes:

@@ -92,6 +92,25 @@ def collect(x64: bool | None = None) -> dict:
     }
 
 
+SLURM_IDS = {
+    "slurm_job_id": "SLURM_JOB_ID",
+    "slurm_array_job_id": "SLURM_ARRAY_JOB_ID",
+    "slurm_array_task_id": "SLURM_ARRAY_TASK_ID",
+    "slurm_restart_count": "SLURM_RESTART_COUNT",
+}
+
+
+def slurm_ids() -> dict[str, str]:
+    """This process's SLURM job, array job, array task and restart count (those set; ``{}``
+    outside SLURM), so that a store's log says which job computed what.
+
+    Returns:
+        ``slurm_job_id``, ``slurm_array_job_id``, ``slurm_array_task_id`` and
+            ``slurm_restart_count``, each where its variable is set.
+    """
+    return {k: os.environ[v] for k, v in SLURM_IDS.items() if os.environ.get(v)}
+
+
 def as_attr(x64: bool | None = None) -> str:
     """:func:`collect` as a JSON string (netCDF attributes hold strings and numbers only).
 

@@ -6,6 +6,8 @@
     PATH/manifest.json       identity, package version, block shape and the plan: chunk id ->
                              the points it holds (their values)
     PATH/chunks/c000012.nc   one netCDF file per finished chunk (dimension ``point``)
+    PATH/chunks/c000012.sum  its size and SHA-256, written before the chunk is renamed into place
+    PATH/chunks/damaged/     chunks found damaged, set aside (and then recomputed)
     PATH/chunks/c000013.failed.json   the error of a chunk that raised
     PATH/claims/c000014.json who is computing chunk 14 (host, process, worker, heartbeat):
                              :mod:`jaxattn.engine.claims`
@@ -15,26 +17,47 @@
 A chunk file is written under a temporary name (host, process and a random part: no two writers
 collide, on one host or several) and renamed into place (``os.replace`` is atomic), so a run
 killed at any moment leaves finished chunks whole and unfinished ones absent. The manifest is
-replaced the same way. :func:`load` assembles the finished chunks into one ``xarray.Dataset``
-over the grid, by the points' values.
+replaced the same way. :func:`load_store` assembles the finished chunks into one
+``xarray.Dataset`` over the grid, by the points' values.
+
+Damage after the fact (a disk that fails, a copy cut short, an edit by hand) is caught by the
+checksums: :func:`damaged` names each chunk whose size (cheap, a ``stat``) or SHA-256 (a read)
+differs from what was recorded; :func:`status` and :func:`load_store` check them all, a sweep run
+sets the damaged ones aside and recomputes them. A manifest that cannot be read is a
+:class:`DamagedStore` error naming the file (``sweep run --repair`` rebuilds it).
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import json
 import os
 import time
+import warnings
 
 import numpy as np
 import xarray as xr
 
-from jaxattn.engine import claims
+from jaxattn.engine import claims, provenance
 from jaxattn.engine.files import HOST, atomic_write, pid_alive
 from jaxattn.engine.sweepfile import read_sweep
 
 ENGINE = "netcdf4"
 STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died, wherever it ran
+
+
+MANIFEST_KEYS = ("identity", "experiment", "block", "group", "groups", "variables", "grid", "chunks")
+STORE_ENTRIES = ("chunks", "claims", "sweep.toml", "manifest.json", "log.jsonl", "submitit")
+"""The entries a store's folder may hold (and temporary files): a folder with others is not a store."""
+
+
+class NotAStore(FileNotFoundError):
+    """A folder that holds no sweep store (no ``manifest.json``)."""
+
+
+class DamagedStore(ValueError):
+    """A store whose manifest or chunks are damaged; the message names the file and the way out."""
 
 
 def write_json(path: str, obj) -> None:
@@ -113,8 +136,30 @@ def chunk_path(root: str, cid: int, failed: bool = False) -> str:
     return os.path.join(root, "chunks", f"c{cid:06d}" + (".failed.json" if failed else ".nc"))
 
 
+def sum_path(root: str, cid: int) -> str:
+    """The file of a chunk's size and checksum, ``root/chunks/cNNNNNN.sum``.
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id.
+
+    Returns:
+        The path.
+    """
+    return os.path.join(root, "chunks", f"c{cid:06d}.sum")
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
-    """Write a finished chunk atomically (and remove its failure file, if any).
+    """Write a finished chunk atomically, its size and SHA-256 first (so a chunk in place always
+    has its checksum), and remove its failure file, if any.
 
     Args:
         root: The store's folder.
@@ -125,7 +170,12 @@ def write_chunk(root: str, cid: int, ds: xr.Dataset) -> str:
         The chunk file's path.
     """
     path = chunk_path(root, cid)
-    atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE))
+
+    def write(tmp):
+        ds.to_netcdf(tmp, engine=ENGINE)
+        write_json(sum_path(root, cid), {"bytes": os.path.getsize(tmp), "sha256": _sha256(tmp)})
+
+    atomic_write(path, write)
     failed = chunk_path(root, cid, failed=True)
     if os.path.exists(failed):
         os.remove(failed)
@@ -188,9 +238,60 @@ def read_manifest(root: str) -> dict | None:
 
     Returns:
         The decoded ``manifest.json``, or ``None`` if there is none.
+
+    Raises:
+        DamagedStore: If the manifest is not valid JSON or lacks a field.
     """
     path = os.path.join(root, "manifest.json")
-    return read_json(path) if os.path.exists(path) else None
+    if not os.path.exists(path):
+        return None
+    try:
+        man = read_json(path)
+        missing = [k for k in MANIFEST_KEYS if k not in man] if isinstance(man, dict) else ["all"]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        why = f"not valid JSON ({err})"
+    else:
+        if not missing:
+            return man
+        why = f"fields missing: {', '.join(missing)}"
+    raise DamagedStore(
+        f"{path} is damaged: {why}; rebuild it from the sweep file and the chunks with "
+        f"`jaxattn sweep run FILE --out {root} --repair`"
+    )
+
+
+def require_manifest(root: str) -> dict:
+    """The store's manifest, which must exist.
+
+    Args:
+        root: The store's folder.
+
+    Returns:
+        The decoded ``manifest.json``.
+
+    Raises:
+        NotAStore: If ``root`` holds no manifest (it is not a sweep store).
+        DamagedStore: If the manifest is damaged.
+    """
+    man = read_manifest(root)
+    if man is None:
+        raise NotAStore(f"{root} is not a sweep store (no manifest.json)")
+    return man
+
+
+def foreign_entries(root: str) -> list[str]:
+    """What a folder holds besides a store's own entries (a folder that is not a store, or not
+    only one).
+
+    Args:
+        root: A folder (need not exist).
+
+    Returns:
+        The names of the other entries, sorted (``[]`` for a missing or empty folder, or a store).
+    """
+    if not os.path.isdir(root):
+        return []
+    return sorted(n for n in os.listdir(root) if n not in STORE_ENTRIES and ".tmp-" not in n)
 
 
 def finished(root: str) -> set[int]:
@@ -203,6 +304,86 @@ def finished(root: str) -> set[int]:
         The ids of the chunks with a netCDF file.
     """
     return {int(os.path.basename(p)[1:7]) for p in glob.glob(os.path.join(root, "chunks", "c??????.nc"))}
+
+
+def damage(root: str, cid: int, full: bool = True) -> str | None:
+    """What is wrong with a finished chunk's file, if anything: its size differs from the recorded
+    one (cut short), or (``full``) its SHA-256 does. A chunk written before checksums were
+    recorded is checked by opening it (``full``).
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id (its file exists).
+        full: Read the file (the checksum); otherwise only its size is compared.
+
+    Returns:
+        ``None`` for a sound chunk, else the reason.
+    """
+    path = chunk_path(root, cid)
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        return None  # set aside by another worker meanwhile: not finished, not damaged
+    try:
+        rec = read_json(sum_path(root, cid))
+        want, digest = int(rec["bytes"]), str(rec["sha256"])
+    except FileNotFoundError:
+        if not full:
+            return None
+        try:
+            with xr.open_dataset(path, engine=ENGINE) as ds:
+                ds.load()
+        except Exception as err:  # a file older than checksums that does not open
+            return f"unreadable ({type(err).__name__})"
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        return "its checksum file is damaged"
+    if size != want:
+        return f"{size} bytes, {want} recorded (cut short or overwritten)"
+    if full and _sha256(path) != digest:
+        return "checksum mismatch (its content changed after it was written)"
+    return None
+
+
+def damaged(root: str, ids=None, full: bool = True) -> dict[int, str]:
+    """The damaged chunks among the finished ones (see :func:`damage`).
+
+    Args:
+        root: The store's folder.
+        ids: The chunk ids to check; ``None`` for every finished chunk.
+        full: Compare checksums (a read of each file), not only sizes.
+
+    Returns:
+        Chunk id -> reason, for each damaged chunk, sorted by id.
+    """
+    ids = finished(root) if ids is None else finished(root) & set(ids)
+    out = {cid: damage(root, cid, full) for cid in sorted(ids)}
+    return {cid: why for cid, why in out.items() if why is not None}
+
+
+def set_aside(root: str, cid: int) -> str | None:
+    """Move a damaged chunk (and its checksum) to ``chunks/damaged/`` so that it is computed
+    again; the file is kept for inspection, under the time it was set aside.
+
+    Args:
+        root: The store's folder.
+        cid: The chunk's id.
+
+    Returns:
+        The chunk's new path, or ``None`` if it was gone already (set aside by another worker).
+    """
+    folder = os.path.join(root, "chunks", "damaged")
+    os.makedirs(folder, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
+    moved = None
+    for src, ext in ((chunk_path(root, cid), ".nc"), (sum_path(root, cid), ".sum")):
+        dst = os.path.join(folder, f"c{cid:06d}.{stamp}{ext}")
+        try:
+            os.replace(src, dst)
+            moved = moved or (dst if ext == ".nc" else None)
+        except FileNotFoundError:
+            continue
+    return moved
 
 
 def failures(root: str) -> dict[int, str]:
@@ -243,7 +424,9 @@ def failure_times(root: str) -> dict[int, float]:
 
 def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     """A store's chunks, disjointly ``done``, ``failed``, ``claimed`` (by a live worker), ``stale``
-    (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`) and ``pending`` (the rest);
+    (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`), ``damaged`` (a finished
+    chunk whose checksum or size is not the one recorded: :func:`damaged`) and ``pending`` (the
+    rest, damaged ones included);
     each worker's computed chunks, claims and last heartbeat; the grid points that diverged; and
     the pace: ``seconds_per_chunk`` (one worker) and ``seconds_left`` (all workers together, at
     the rate of the last chunks).
@@ -254,18 +437,19 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
 
     Returns:
         A dict with ``model``, ``n_points``, ``n_chunks``, ``done``, ``failed`` (id -> error),
-            ``claimed``, ``stale``, ``pending``, ``workers`` (label -> host, pid, computed, claimed,
-            last_seen_seconds_ago), ``diverged`` (the points' values), ``version``,
+            ``damaged`` (id -> reason), ``claimed``, ``stale``, ``pending``, ``workers`` (label -> host, pid, computed, claimed,
+            last_seen_seconds_ago, and ``slurm``: job_id, array_job_id, array_task_id,
+            restart_count where the worker ran under SLURM), ``diverged`` (the points' values), ``version``,
             ``seconds_per_chunk`` and ``seconds_left``.
 
     Raises:
-        FileNotFoundError: If ``root`` has no manifest.
+        NotAStore: If ``root`` has no manifest.
+        DamagedStore: If the manifest is damaged.
     """
-    man = read_manifest(root)
-    if man is None:
-        raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
+    man = require_manifest(root)
     ids = [c["id"] for c in man["chunks"]]
-    done = finished(root) & set(ids)
+    broken = damaged(root, ids)
+    done = finished(root) & set(ids) - set(broken)
     failed = {k: v for k, v in sorted(failures(root).items()) if k not in done}
     held = {cid: c for cid, c in claims.all_claims(root).items() if cid not in done}
     now = time.time()
@@ -283,6 +467,9 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     for e in log:
         w = workers.setdefault(e.get("worker", f"{e.get('host')}:{e['pid']}"), _worker(e.get("host"), e["pid"]))
         w["host"], w["pid"] = e.get("host"), e["pid"]
+        slurm = {k[len("slurm_") :]: e[k] for k in provenance.SLURM_IDS if k in e}
+        if slurm:
+            w["slurm"] = slurm
         w["last_seen_seconds_ago"] = round(now - e["time"], 1)
         if _is_computed(e):
             w["computed"].append(e["chunk"])
@@ -299,6 +486,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
         "n_chunks": len(ids),
         "done": sorted(done),
         "failed": failed,
+        "damaged": broken,
         "claimed": claimed,
         "stale": stale,
         "pending": sorted(set(left) - set(held)),
@@ -368,6 +556,16 @@ def chunk_dataset(
     return xr.Dataset(data, coords=layout.coords, attrs={"chunk": cid, "experiment": experiment})
 
 
+def _damage_message(root: str, bad: dict[int, str]) -> str:
+    names = "; ".join(
+        f"chunk {cid} ({os.path.relpath(chunk_path(root, cid), root)}): {why}" for cid, why in bad.items()
+    )
+    return (
+        f"{root}: {len(bad)} damaged chunk{'s' if len(bad) > 1 else ''}: {names}; "
+        f"`jaxattn sweep run FILE --out {root}` recomputes {'them' if len(bad) > 1 else 'it'}"
+    )
+
+
 def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
     """The finished chunks of a store as one Dataset over the sweep's grid: one dimension per
     grid dimension (a zipped group is one dimension with a coordinate per variable), then the
@@ -383,15 +581,23 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
             text (``sweep``) and ``jaxattn_version``; and ``done`` where not ``complete``.
 
     Raises:
-        FileNotFoundError: If there are no finished chunks (or no manifest).
+        NotAStore: If ``root`` is not a store (no manifest).
+        DamagedStore: If the manifest is damaged, or (with ``complete``) a chunk is; without
+            ``complete`` a damaged chunk is a warning and its points are not ``done``.
+        FileNotFoundError: If there are no finished chunks.
         ValueError: If chunks hold points outside the grid, or (with ``complete``) points are
             not finished.
     """
+    man = require_manifest(root)
     sweep = read_sweep(root)
-    man = read_manifest(root)
-    paths = sorted(glob.glob(os.path.join(root, "chunks", "c??????.nc")))
+    bad = damaged(root)
+    if bad and complete:
+        raise DamagedStore(_damage_message(root, bad))
+    if bad:
+        warnings.warn(_damage_message(root, bad) + "; their points are left out (done = False)", stacklevel=2)
+    paths = [chunk_path(root, cid) for cid in sorted(finished(root) - set(bad))]
     if not paths:
-        raise FileNotFoundError(f"no finished chunks in {root!r}")
+        raise FileNotFoundError(f"no finished chunks in {root}")
     parts: list[xr.Dataset] = []
     for p in paths:
         with xr.open_dataset(p, engine=ENGINE) as ds:
@@ -443,7 +649,5 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
     out = xr.Dataset(data, coords=coords)
     if not complete:
         out["done"] = (dim_names, done.reshape(grid.shape))
-    if man is None:
-        raise FileNotFoundError(f"no sweep store at {root!r} (no manifest.json)")
     out.attrs = {**man.get("attrs", {}), "sweep": sweep.text, "jaxattn_version": man.get("version", "")}
     return out

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import jax
 
+from jaxattn.core.checks import plain
 from jaxattn.engine import claims, provenance, store
 from jaxattn.engine.compute import ProgressBar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs
-from jaxattn.engine.files import HOST, create_exclusive
+from jaxattn.engine.files import HOST, create_exclusive, unwritable
 from jaxattn.engine.plan import Plan, make_plan
 from jaxattn.engine.sweepfile import Sweep
 
@@ -87,9 +88,11 @@ def open_store(
     chunk_size: int | None = None,
     memory_budget: int | None = None,
     extend: bool = False,
+    repair: bool = False,
 ) -> dict:
     """The store's manifest: a new plan (written once), the stored one, or the stored one extended
-    by the new points. A sweep whose identity differs from the store's is refused.
+    by the new points. A sweep whose identity differs from the store's is refused, and so is a
+    folder that holds other things than a store.
 
     Args:
         sweep: The parsed sweep file.
@@ -99,6 +102,8 @@ def open_store(
         chunk_size: Points per new chunk; ``None`` means the sweep file's.
         memory_budget: Bytes per new chunk; ``None`` means the sweep file's.
         extend: Add the points of a grid with new values to the stored plan.
+        repair: Rebuild the manifest from ``sweep`` and the chunks first (a damaged or lost
+            manifest: :func:`_rebuild_manifest`).
 
     Returns:
         The manifest (``identity``, ``experiment``, ``version``, ``block``, ``group``,
@@ -107,37 +112,43 @@ def open_store(
     Raises:
         SweepChanged: If the sweep differs from the store's (the grid, unless ``extend`` and
             the new grid only adds values).
+        ValueError: If ``out`` cannot hold a store (a file, not writable, or a folder of other
+            things), or ``chunk_size < 1``.
+        DamagedStore: If the manifest is damaged (and not ``repair``).
     """
     import json
 
-    from jaxattn.version import __version__
-
+    why = out_problem(out)
+    if why is not None:
+        raise ValueError(f"out: {why}")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     os.makedirs(os.path.join(out, "chunks"), exist_ok=True)
     store.remove_stale_tmp(out)
     identity = sweep.identity(plan.block, plan.group)
     points = plan.grid.points()
-    man = store.read_manifest(out)
+    if repair:
+        man = _rebuild_manifest(sweep, plan, out, n_devices, chunk_size, memory_budget)
+    else:
+        man = store.read_manifest(out)
     if man is None:
         chunks = chunk_streams(
             plan, points, n_devices, chunk_size or sweep.chunk_size, memory_budget or sweep.memory_budget
         )
-        man = {
-            "identity": identity,
-            "experiment": sweep.model,
-            "version": __version__,
-            "block": plan.block,
-            "group": plan.group,
-            "groups": _groups(plan, chunks),
-            "variables": plan.variables,
-            "grid": plan.grid.to_json(),
-            "attrs": dataset_attrs(plan),
-            "chunks": [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks)],
-        }
+        man = _manifest(sweep, plan, [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks)])
+        lost = store.DamagedStore(
+            f"{os.path.join(out, 'manifest.json')} is missing from a store that has chunks; rebuild it "
+            f"from the sweep file and the chunks with `jaxattn sweep run FILE --out {out} --repair`"
+        )
+        if store.finished(out):
+            raise lost
         if create_exclusive(os.path.join(out, "sweep.toml"), sweep.text):
             store.write_json(os.path.join(out, "manifest.json"), man)
         else:  # another process created the store first: use its plan
             deadline = time.time() + 60
-            while store.read_manifest(out) is None and time.time() < deadline:
+            while store.read_manifest(out) is None:
+                if time.time() > deadline:
+                    raise lost
                 time.sleep(0.1)
             return open_store(sweep, plan, out, n_devices, chunk_size, memory_budget, extend)
         return man
@@ -175,6 +186,93 @@ def open_store(
     return man
 
 
+def out_problem(out: str) -> str | None:
+    """Why ``out`` cannot hold a store, if it cannot: a path under a file, a folder that cannot
+    be created or written, or one that holds other things and no store. Writes nothing.
+
+    Args:
+        out: The store's folder.
+
+    Returns:
+        ``None`` if a store can be made (or is) there, else the reason (one line).
+    """
+    why = unwritable(out, folder=True)
+    if why is not None:
+        return why
+    if os.path.isdir(out) and not os.path.exists(os.path.join(out, "manifest.json")):
+        other = store.foreign_entries(out)
+        if other:
+            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+            return f"{out} is not empty and not a sweep store (it holds {shown}); use a new or empty folder"
+    return None
+
+
+def _manifest(sweep: Sweep, plan: Plan, chunks: list[dict]) -> dict:
+    from jaxattn.version import __version__
+
+    return {
+        "identity": sweep.identity(plan.block, plan.group),
+        "experiment": sweep.model,
+        "version": __version__,
+        "block": plan.block,
+        "group": plan.group,
+        "groups": _groups(plan, [[tuple(p) for p in c["points"]] for c in chunks]),
+        "variables": plan.variables,
+        "grid": plan.grid.to_json(),
+        "attrs": dataset_attrs(plan),
+        "chunks": chunks,
+    }
+
+
+def _rebuild_manifest(
+    sweep: Sweep, plan: Plan, out: str, n_devices: int, chunk_size: int | None, memory_budget: int | None
+) -> dict:
+    """A manifest made again from the sweep file and the sound chunks (damaged ones are set
+    aside): the plan the sweep would make (with the chunk size of the stored chunks, if the
+    given one does not reproduce them), as long as it puts every stored chunk's points under
+    its id; otherwise the stored chunks as they are and the rest of the grid cut anew after them.
+    A chunk's numbers depend only on its points' values, so either way the store completes to
+    the same numbers. Written in place of the old manifest (and ``sweep.toml``)."""
+    import xarray as xr
+
+    for cid in store.damaged(out):
+        store.set_aside(out, cid)
+    points = plan.grid.points()
+    grid = set(points)
+    stored: dict[int, list[tuple]] = {}
+    for cid in sorted(store.finished(out)):
+        with xr.open_dataset(store.chunk_path(out, cid), engine=store.ENGINE) as ds:
+            if any(v not in ds for v in plan.variables):
+                raise store.DamagedStore(
+                    f"{store.chunk_path(out, cid)} is not a chunk of this sweep (its variables differ)"
+                )
+            cols = [ds[v].values.tolist() for v in plan.variables]
+        stored[cid] = [tuple(c[i] for c in cols) for i in range(len(cols[0]))]
+        if not set(stored[cid]) <= grid:
+            raise SweepChanged(f"chunk {cid} holds points outside the sweep file's grid: not the sweep that made {out}")
+
+    def cut(size):
+        return chunk_streams(plan, points, n_devices, size, memory_budget or sweep.memory_budget)
+
+    sizes = [chunk_size or sweep.chunk_size] + ([max(len(c) for c in stored.values())] if stored else [])
+    for size in sizes:
+        chunks = cut(size)
+        if all(cid < len(chunks) and chunks[cid] == pts for cid, pts in stored.items()):
+            break
+    else:
+        have = {p for pts in stored.values() for p in pts}
+        rest = [p for p in points if p not in have]
+        new = chunk_streams(plan, rest, n_devices, sizes[0], memory_budget or sweep.memory_budget) if rest else []
+        first = max(stored) + 1
+        by_id = {**stored, **{first + i: c for i, c in enumerate(new)}}
+        chunks = [by_id.get(i, []) for i in range(max(by_id) + 1)]
+    man = _manifest(sweep, plan, [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks) if c])
+    store.atomic_write(os.path.join(out, "sweep.toml"), lambda tmp: open(tmp, "w", encoding="utf-8").write(sweep.text))
+    store.write_json(os.path.join(out, "manifest.json"), man)
+    store.log_event(out, event="repaired", chunks=len(man["chunks"]), kept=sorted(stored))
+    return man
+
+
 def _order(ids: list[int], worker: tuple[int, int] | None) -> list[int]:
     """The order a worker tries chunks in: its stripe (``id % N == I``) first, then the rest."""
     if worker is None:
@@ -209,6 +307,8 @@ def run_sweep(
     reclaim: bool = False,
     claim_timeout: float = claims.DEFAULT_TIMEOUT,
     poll: float | None = None,
+    verify: bool = False,
+    repair: bool = False,
 ) -> Report:
     """Run (or resume, or help with) ``sweep`` into the store at ``out``.
 
@@ -220,7 +320,9 @@ def run_sweep(
     process 0 writes the plan before the others read it. ``reclaim`` takes over every claim that
     exists when this call starts (after a crash); ``claim_timeout`` is the heartbeat age after
     which a claim of another host is dead. Finished chunks are skipped, chunks that failed before
-    this call are retried, ``max_chunks`` stops after computing that many.
+    this call are retried, ``max_chunks`` stops after computing that many. A finished chunk whose
+    size is not the recorded one (or, with ``verify``, whose checksum is not) is set aside and
+    computed again; ``repair`` first rebuilds a damaged or lost manifest.
 
     Args:
         sweep: The parsed sweep file.
@@ -236,6 +338,8 @@ def run_sweep(
         claim_timeout: Seconds without a heartbeat after which a claim is stale.
         poll: Seconds between looks while live workers hold the rest; ``None`` means
             ``min(1, claim_timeout / 10)``.
+        verify: Check every finished chunk's checksum first (a read of each), not only its size.
+        repair: Rebuild the manifest from ``sweep`` and the chunks first.
 
     Returns:
         A ``Report`` of what this call did.
@@ -247,7 +351,7 @@ def run_sweep(
     from jaxattn.engine import cache
 
     if worker is not None and not (isinstance(worker, tuple) and len(worker) == 2 and 0 <= worker[0] < worker[1]):
-        raise ValueError(f"worker must be (I, N) with 0 <= I < N, got {worker!r}")
+        raise ValueError(f"worker must be (I, N) with 0 <= I < N, got {plain(worker)}")
     if claim_timeout <= 0:
         raise ValueError(f"claim_timeout must be > 0 seconds, got {claim_timeout}")
     cache.enable()  # sweeps remember their programs (unless JAXATTN_NO_CACHE is set)
@@ -255,10 +359,13 @@ def run_sweep(
     devices = tuple(jax.local_devices() if devices is None else devices)
     if jax.process_count() > 1:
         worker = worker or (jax.process_index(), jax.process_count())
-        man, since = _open_behind_barrier(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)
+        man, since = _open_behind_barrier(sweep, plan, out, len(devices), chunk_size, memory_budget, extend, repair)
     else:
-        man = open_store(sweep, plan, out, len(devices), chunk_size, memory_budget, extend)
+        man = open_store(sweep, plan, out, len(devices), chunk_size, memory_budget, extend, repair)
     label = worker_label(worker)
+    for cid, why in store.damaged(out, [c["id"] for c in man["chunks"]], full=verify).items():
+        if store.set_aside(out, cid):
+            store.log_event(out, event="damaged", chunk=cid, reason=why, worker=label)
     layout = plan.experiment.layout(plan.static)
     # every chunk padded to the largest one's shape: one trace for the whole sweep
     _, n_blocks = chunk_shape(plan, [[tuple(p) for p in c["points"]] for c in man["chunks"]], len(devices))
@@ -276,6 +383,7 @@ def run_sweep(
         worker=label,
         process=jax.process_index(),
         provenance=provenance.collect(plan.x64),
+        **provenance.slurm_ids(),
     )
     computed, failed = [], {}
     t0 = time.perf_counter()
@@ -356,18 +464,20 @@ def _leave_together(out: str, since: float, timeout: float, poll: float) -> None
         time.sleep(poll)
 
 
-def _open_behind_barrier(sweep, plan, out, n_devices, chunk_size, memory_budget, extend) -> tuple[dict, float]:
+def _open_behind_barrier(
+    sweep, plan, out, n_devices, chunk_size, memory_budget, extend, repair=False
+) -> tuple[dict, float]:
     """Under ``jax.distributed``: process 0 opens (or creates) the store, then every process
     passes a barrier and the others open it (and check their sweep against it). Returns the
     manifest and a time before the barrier."""
     from jax.experimental import multihost_utils
 
-    err = None
+    err: Exception | None = None
     since = time.time() - 5.0  # every process's end is later (a margin for the hosts' clocks)
     if jax.process_index() == 0:
         try:
-            man = open_store(sweep, plan, out, n_devices, chunk_size, memory_budget, extend)
-        except SweepChanged as e:  # pass the barrier all the same, or the others wait forever
+            man = open_store(sweep, plan, out, n_devices, chunk_size, memory_budget, extend, repair)
+        except (SweepChanged, ValueError) as e:  # pass the barrier all the same, or the others wait forever
             err = e
     multihost_utils.sync_global_devices("jaxattn-sweep-plan")
     if err is not None:

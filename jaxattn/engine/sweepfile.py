@@ -40,6 +40,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from jaxattn.core.checks import plain, toml_key
 from jaxattn.engine import config as cfgs
 from jaxattn.engine import registry
 from jaxattn.engine.axes import Dim, Grid, check_dims, parse_dims
@@ -168,16 +169,16 @@ def parse_size(value) -> int:
         ValueError: If ``value`` is not a positive size.
     """
     if isinstance(value, bool):
-        raise ValueError(f"expected a size like '2GB', got {value!r}")
+        raise ValueError(f"expected a size like '2GB', got {plain(value)}")
     if isinstance(value, int):
         n = value
     else:
         m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", str(value))
         if not m or m.group(2).lower() not in _UNITS:
-            raise ValueError(f"expected a size like '2GB' or '512MiB', got {value!r}")
+            raise ValueError(f"expected a size like '2GB' or '512MiB', got {plain(value)}")
         n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
     if n <= 0:
-        raise ValueError(f"must be positive, got {value!r}")
+        raise ValueError(f"must be positive, got {plain(value)}")
     return n
 
 
@@ -202,7 +203,7 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
     problems: list[str] = []
     for key in doc:
         if key not in TOP_KEYS:
-            problems.append(f"{key}: unknown key (expected one of {', '.join(TOP_KEYS)})")
+            problems.append(f"{toml_key(key)}: unknown key (expected one of {', '.join(TOP_KEYS)})")
     names = registry.names()
     model_name = doc.get("model")
     experiment = None
@@ -229,19 +230,19 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
     for n in sorted({n for n in dim_names if dim_names.count(n) > 1}):
         problems.append(f"grid.zip.{n}: dimension name used twice")
     for v in sorted(set(variables) & set(fixed)):
-        problems.append(f"fixed.{v}: also a grid axis (give it in one place)")
+        problems.append(f"fixed.{toml_key(v)}: also a grid axis (give it in one place)")
 
     opts: dict[str, Any] = {}
     for key, value in execution.items():
         if key not in EXECUTION_KEYS:
-            problems.append(f"execution.{key}: unknown key (expected one of {', '.join(EXECUTION_KEYS)})")
+            problems.append(f"execution.{toml_key(key)}: unknown key (expected one of {', '.join(EXECUTION_KEYS)})")
         elif key == "memory_budget":
             try:
                 opts[key] = parse_size(value)
             except ValueError as err:
                 problems.append(f"execution.memory_budget: {err}")
         elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            problems.append(f"execution.{key}: expected an integer >= 1, got {value!r}")
+            problems.append(f"execution.{key}: expected an integer >= 1, got {plain(value)}")
         else:
             opts[key] = value
 
@@ -253,12 +254,12 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
                 try:
                     fixed_axes[name] = axes[name].check(value)
                 except (ValueError, TypeError) as err:
-                    problems.append(f"fixed.{name}: {err}")
+                    problems.append(f"fixed.{toml_key(name)}: {err}")
         fields = {k: v for k, v in fixed.items() if k not in axes}
         unknown = [k for k in fields if k not in experiment.fields()]
         for k in unknown:
             problems.append(
-                f"fixed.{k}: unknown parameter (expected one of "
+                f"fixed.{toml_key(k)}: unknown parameter (expected one of "
                 f"{', '.join(sorted(set(experiment.fields()) | set(axes)))})"
             )
         config, cproblems = cfgs.from_mapping(
@@ -266,7 +267,10 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
         )
         problems += cproblems
         dims = check_dims(
-            dims, axes, problems, where=lambda d, v: f"grid.{v}" if d.name == v else f"grid.zip.{d.name}.{v}"
+            dims,
+            axes,
+            problems,
+            where=lambda d, v: f"grid.{toml_key(v)}" if d.name == v else f"grid.zip.{toml_key(d.name)}.{toml_key(v)}",
         )
     if problems:
         raise SweepFileError(problems, source)

@@ -13,7 +13,7 @@ import os
 import click
 import numpy as np
 
-from jaxattn.cli.common import Choice, axis_list, clean_errors, config_from, config_options, emit
+from jaxattn.cli.common import Choice, OutPath, axis_list, clean_errors, config_from, config_options, emit
 from jaxattn.core.attention import available_activations
 from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments.common import AXES
@@ -87,8 +87,12 @@ def slm():
 
 @slm.command()
 @model_options
-@click.option("--out", default="results/slm_train.nc", show_default=True, help="netCDF file of the dataset.")
-@click.option("--figure", default="results/slm_train.png", show_default=True, help="PNG of M(t) and error(t).")
+@click.option(
+    "--out", type=OutPath(), default="results/slm_train.nc", show_default=True, help="netCDF file of the dataset."
+)
+@click.option(
+    "--figure", type=OutPath(), default="results/slm_train.png", show_default=True, help="PNG of M(t) and error(t)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
 def train(out, figure, as_json, **o):
@@ -103,13 +107,20 @@ def train(out, figure, as_json, **o):
         plots.training_figure(ds, bayes_risk=br, path=figure)
     final = ds["error"].isel(time=-1)
     mean = final.mean("seed").values.ravel().tolist()
+    n_div = int(ds["diverged"].sum())
+    if n_div:
+        click.echo(
+            f"{n_div} of {final.size} runs diverged (a non-finite loss, or Q_hh or the error above "
+            f"{o['diverge_bound']:g} times its start): lower --eta, or raise --diverge-bound",
+            err=True,
+        )
     emit(
         {
             "final_error": mean[0] if len(mean) == 1 else mean,
             "final_error_std": float(final.std("seed").values.ravel()[0]),
             "bayes_risk": br,
             "n_runs": int(final.size),
-            "n_diverged": int(ds["diverged"].sum()),
+            "n_diverged": n_div,
             "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
             "out": out,
             "figure": figure,
@@ -129,7 +140,7 @@ def train(out, figure, as_json, **o):
     help="The D -> inf order-parameter ODE, or the finite-D SDE (--dt, --brownian-seed).",
 )
 @click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
-@click.option("--figure", default="results/slm_compare.png", show_default=True)
+@click.option("--figure", type=OutPath(), default="results/slm_compare.png", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def compare(theory, gradient_flow, figure, as_json, **o):
@@ -185,7 +196,7 @@ def bayes_risk(prior, F, nu, L, n, seed, as_json):
 @model_options
 @click.option("--from", "source", default=None, help="Prune the runs of a saved dataset instead of training.")
 @click.option("--n-bank", type=int, default=20000, show_default=True, help="Monte Carlo draws of R(M,Q,b).")
-@click.option("--figure", default="results/slm_prune.png", show_default=True)
+@click.option("--figure", type=OutPath(), default="results/slm_prune.png", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def prune(source, n_bank, figure, as_json, **o):

@@ -10,6 +10,7 @@ import numpy as np
 
 from jaxattn.core import checks
 from jaxattn.core.attention import activation_name, check_activation
+from jaxattn.core.checks import plain
 from jaxattn.slm import priors
 
 
@@ -43,6 +44,10 @@ class SLMConfig:
         batch_size: samples per SGD step (mean gradient; ``t`` advances by ``batch_size / D``).
         sigma0: initial keys ``k_h ~ N(0, sigma0^2 I_D)``.
         bias_lr: bias step is ``bias_lr * eta / D``.
+        diverge_bound: a run is diverged once, at a recording, a head's ``Q_hh`` exceeds
+            ``diverge_bound * max(1, Q_hh(0))`` or the test error exceeds ``diverge_bound`` times
+            its value at ``t = 0`` (a blow-up that stays finite); a non-finite loss or gradient
+            always is. ``inf`` keeps only the latter.
         n_test: test samples for the recorded error (the same test set for every run and time).
         share_data: common random numbers across everything but the seed.
         directions_seed: seed of the latent directions and of the test set (shared by the grid).
@@ -61,6 +66,13 @@ class SLMConfig:
     batch_size: int = field(default=1, metadata=_help("Samples per SGD step."))
     sigma0: float = field(default=1.0, metadata=_help("Initial key scale."))
     bias_lr: float = field(default=1.0, metadata=_help("Bias step relative to eta / D."))
+    diverge_bound: float = field(
+        default=1000.0,
+        metadata=_help(
+            "A run diverges (frozen, NaN from then on) once a head's Q_hh or the test error is this many "
+            "times its value at t = 0 (Q_hh(0) counted as at least 1); inf: only non-finite values."
+        ),
+    )
     n_test: int = field(default=1000, metadata=_help("Test samples per record."))
     share_data: bool = field(
         default=True, metadata=_help("Common random numbers across the grid (one data stream per seed).")
@@ -96,10 +108,12 @@ class SLMConfig:
         if self.times is not None:
             t = checks.as_array("times", self.times, ndim=1)
             if t.size == 0 or np.any(t < 0):
-                raise ValueError(f"times must be a non-empty list of values >= 0, got {self.times!r}")
+                raise ValueError(f"times must be a non-empty list of values >= 0, got {plain(self.times)}")
         checks.integer("batch_size", self.batch_size, 1)
         checks.positive("sigma0", self.sigma0, allow_zero=True)
         checks.positive("bias_lr", self.bias_lr, allow_zero=True)
+        if not float(self.diverge_bound) > 1:  # inf allowed: only non-finite values diverge
+            raise ValueError(f"diverge_bound must be > 1 (inf allowed), got {plain(self.diverge_bound)}")
         checks.integer("n_test", self.n_test, 1)
         checks.integer("directions_seed", self.directions_seed, 0)
         leaves = jax.tree_util.tree_leaves(self.prior)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,10 +77,12 @@ def plot_error(ds: xr.Dataset, bayes_risk: float | None = None, ax: Axes | None 
     ax = ax or plt.subplots(figsize=(5, 3.5))[1]
     t = d["time"].values
     e = d["error"].values.reshape(-1, len(t)) if "seed" in d.dims else d["error"].values[None]
-    mean = np.nanmean(e, axis=0)
+    with warnings.catch_warnings():  # times where every run diverged are blank, not an alarm
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, lo, hi = np.nanmean(e, axis=0), np.nanmin(e, axis=0), np.nanmax(e, axis=0)
     ax.plot(t, mean, color="k", label=f"{ds.attrs.get('activation', '')} (mean of {len(e)})")
     if len(e) > 1:
-        ax.fill_between(t, np.nanmin(e, axis=0), np.nanmax(e, axis=0), color="k", alpha=0.15)
+        ax.fill_between(t, lo, hi, color="k", alpha=0.15)
     if bayes_risk is not None:
         ax.axhline(bayes_risk, color="C3", ls="--", label=f"Bayes risk {bayes_risk:.3f}")
     ax.set_xscale("symlog", linthresh=max(t[1] if len(t) > 1 else 1.0, 1e-3))

@@ -26,6 +26,7 @@ from jax.typing import DTypeLike
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxattn.core import checks
+from jaxattn.core.checks import plain
 
 
 class Discrete(NamedTuple):
@@ -266,7 +267,7 @@ def from_name(name: str, F: int, nu: float = 1.0) -> Prior:
         return flipped_spike(np.full(F, np.sqrt(nu)))
     if name == "gaussian":
         return gaussian(np.zeros(F), nu)
-    raise ValueError(f"prior must be 'onehot', 'flipped' or 'gaussian', got {name!r}")
+    raise ValueError(f"prior must be 'onehot', 'flipped' or 'gaussian', got {plain(name)}")
 
 
 def astype(prior: Prior, dtype: DTypeLike) -> Prior:
@@ -306,12 +307,12 @@ def from_spec(spec: str | dict[str, Any]) -> Prior:
 
         spec = json.loads(spec)
     if not isinstance(spec, dict):
-        raise ValueError(f"expected a table like {{ family = 'onehot', F = 2, nu = 9.0 }}, got {spec!r}")
+        raise ValueError(f"expected a table like {{ family = 'onehot', F = 2, nu = 9.0 }}, got {plain(spec)}")
     spec = dict(spec)
     family = spec.pop("family", "onehot")
     family = {"Discrete": "discrete", "FlippedSpike": "flipped", "Gaussian": "gaussian"}.get(family, family)
     if family not in FAMILIES:
-        raise ValueError(f"prior family must be one of {FAMILIES}, got {family!r}")
+        raise ValueError(f"prior family must be one of {FAMILIES}, got {plain(family)}")
     if family == "discrete":
         out = discrete(spec.pop("support"), spec.pop("weights", None))
     elif family == "flipped" and "amplitude" in spec:

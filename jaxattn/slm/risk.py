@@ -28,6 +28,7 @@ from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.core.attention import attention_weights, position_weights
+from jaxattn.core.checks import plain
 from jaxattn.slm import priors
 
 
@@ -176,7 +177,7 @@ def make_bank(
             th = np.tile(tn, (len(zn), 1))
             w = np.outer(np.full(len(zn), 1.0 / len(zn)), tw).ravel()
     else:
-        raise ValueError(f"method must be 'mc', 'sobol' or 'quadrature', got {method!r}")
+        raise ValueError(f"method must be 'mc', 'sobol' or 'quadrature', got {plain(method)}")
     dtype = dtype or jnp.result_type(float)
     return Bank(jnp.asarray(z.reshape(-1, L, H), dtype), jnp.asarray(th, dtype), jnp.asarray(w / w.sum(), dtype))
 

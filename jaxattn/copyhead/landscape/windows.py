@@ -111,13 +111,13 @@ def place_windows(
     """
     lo, hi = (float(x) for x in c_range)
     if not (np.isfinite(lo) and np.isfinite(hi) and hi > lo):
-        raise ValueError(f"c_range must be (lo, hi) with lo < hi, got {c_range!r}")
+        raise ValueError(f"c_range must be (lo, hi) with lo < hi, got {checks.plain(c_range)}")
     if lo < _floor(arch):
-        raise ValueError(f"c_range must start at |a_G| >= 0 for linear attention, got {c_range!r}")
+        raise ValueError(f"c_range must start at |a_G| >= 0 for linear attention, got {checks.plain(c_range)}")
     if not (np.isfinite(max_spacing) and max_spacing > 0):
-        raise ValueError(f"max_spacing must be positive, got {max_spacing!r}")
+        raise ValueError(f"max_spacing must be positive, got {checks.plain(max_spacing)}")
     if spring is not None and not (np.isfinite(spring) and spring > 0):
-        raise ValueError(f"spring must be a positive spring constant, got {spring!r}")
+        raise ValueError(f"spring must be a positive spring constant, got {checks.plain(spring)}")
     # one-sided at the coordinate's floor: |a_G|'s profile has a cusp at 0
     fine = np.linspace(max(lo - 0.5, _floor(arch)), hi + 0.5, int(400 * (hi - lo + 1)) + 1)
     S = theory_action_of_order(arch, P, N, fine)

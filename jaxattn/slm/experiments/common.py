@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float, PRNGKeyArray
 
 from jaxattn import engine
+from jaxattn.core.checks import plain
 from jaxattn.engine import Layout, float_axis, int_axis
 from jaxattn.slm import task
 from jaxattn.slm.config import SLMConfig
@@ -32,7 +33,7 @@ AXES = (
 
 def _noise(v):
     if isinstance(v, str) or float(v) not in (0.0, 1.0):
-        raise ValueError(f"noise must be 0 or 1, got {v!r}")
+        raise ValueError(f"noise must be 0 or 1, got {plain(v)}")
     return float(v)
 
 

@@ -87,7 +87,12 @@ class OnlineSGDExperiment(Experiment):
         )
         steps = config.record_steps()
         directions, test_key = directions_and_test_key(config)
-        shared = dict(directions=directions, prior=priors.astype(config.prior, jnp.float32), test_key=test_key)
+        shared = dict(
+            directions=directions,
+            prior=priors.astype(config.prior, jnp.float32),
+            test_key=test_key,
+            diverge_bound=np.float32(config.diverge_bound),  # an input, not a constant: one compile for any bound
+        )
         static = SGDStatic(
             cfg,
             tuple(int(g) for g in np.diff(steps, prepend=0)),
@@ -156,6 +161,7 @@ class OnlineSGDExperiment(Experiment):
             return dict(M=M, Q=Q, b=b, error=jnp.where(st.diverged, jnp.nan, e))
 
         obs = over_groups(lambda s, rp: jax.vmap(jax.vmap(observe))(s, rp), n_groups, states, p)
+        states, obs = _bound(shared["diverge_bound"], k, states, obs, rec)
         rec = jax.tree_util.tree_map(lambda r, o: jax.lax.dynamic_update_index_in_dim(r, o, k, 3), rec, obs)
         return states, rec
 
@@ -177,6 +183,22 @@ class OnlineSGDExperiment(Experiment):
 
     def attrs(self, config: SLMConfig, static) -> dict:
         return {"activation": config.activation, "D": config.D, "F": config.F}
+
+
+def _largest_self_overlap(Q):
+    d = jnp.diagonal(Q, axis1=-2, axis2=-1)
+    return jnp.max(jnp.where(jnp.isnan(d), -jnp.inf, d), axis=-1)  # padded heads are NaN
+
+
+def _bound(bound, k, states: sgd.SGDState, obs: dict, rec: dict):
+    """The size bound at recording ``k > 0``: a run whose largest ``Q_hh`` exceeds ``bound *
+    max(1, Q_hh(0))``, or whose error exceeds ``bound * error(0)``, is diverged from here on
+    (frozen by :func:`~jaxattn.core.divergence.guard`, its observables ``NaN``), as if its loss
+    had become non-finite."""
+    q0 = jnp.maximum(_largest_self_overlap(rec["Q"][..., 0, :, :]), 1.0)
+    big = (k > 0) & ((_largest_self_overlap(obs["Q"]) > bound * q0) | (obs["error"] > bound * rec["error"][..., 0]))
+    obs = {n: jnp.where(big.reshape(big.shape + (1,) * (v.ndim - big.ndim)), jnp.nan, v) for n, v in obs.items()}
+    return states._replace(diverged=states.diverged | big), obs
 
 
 SLM_SGD = OnlineSGDExperiment()
