@@ -17,13 +17,27 @@ Every other name lives in its package, under one path: ``jaxattn.slm.SLMConfig``
 ``jaxattn.slm.bayes.bayes_risk``, ``jaxattn.copyhead.train``, ``jaxattn.core.attention.register_activation``.
 """
 
-from jaxattn import copyhead, core, engine, io, slm
-from jaxattn.core import checks
-from jaxattn.core.devices import use_cpu_cores
-from jaxattn.io import load, save
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from jaxattn.version import __version__ as __version__
 
+if TYPE_CHECKING:
+    from jaxattn import copyhead, core, engine, io, slm
+    from jaxattn.core.devices import use_cpu_cores
+    from jaxattn.io import load, save
+
 __all__ = ["copyhead", "core", "engine", "io", "slm", "load", "save", "use_cpu_cores"]
+
+# imported when first used, so that `import jaxattn.cli` (and `jaxattn --help`) loads no JAX
+_LAZY = {
+    **{m: f"jaxattn.{m}" for m in ("copyhead", "core", "engine", "io", "slm")},
+    "load": "jaxattn.io:load",
+    "save": "jaxattn.io:save",
+    "use_cpu_cores": "jaxattn.core.devices:use_cpu_cores",
+}
 
 # Names the top level exported before it held only the packages: each now has one path.
 _MOVED = {
@@ -73,4 +87,18 @@ _MOVED.update(
 )
 
 
-__getattr__ = checks.moved("jaxattn", _MOVED)
+def __getattr__(name: str):
+    ref = _LAZY.get(name)
+    if ref is None:
+        from jaxattn.core import checks
+
+        return checks.moved("jaxattn", _MOVED)(name)
+    module, _, attr = ref.partition(":")
+    value = importlib.import_module(module)
+    value = getattr(value, attr) if attr else value
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -14,14 +14,6 @@ def x64():
         yield
 
 
-def pytest_collection_modifyitems(config, items):
-    # the notebooks (nbmake, 2.5 minutes on 2 cores) run with the slow checks, which CI runs:
-    # the default run stays under 10 minutes
-    for item in items:
-        if item.nodeid.endswith(".ipynb") or ".ipynb::" in item.nodeid:
-            item.add_marker(pytest.mark.slow)
-
-
 def _sample_windows(potential_fn, order_fn, N, w, start, data, key, step_size, *, n_chains=4, burn_in=1000,
                     n_draws=500, thin=10):
     """SGLD in every umbrella window (the core's biased potential and kernel), all windows and

@@ -11,22 +11,22 @@ from typing import Any
 
 import click
 
-from jaxattn.core.checks import plain
-from jaxattn.engine import config as cfgs
-
 
 class Choice(click.Choice):
-    """A choice that also accepts hyphens for underscores (``bayes-softmax``); ``options`` may be a
-    callable, evaluated when the choices are first needed (activations registered by plugins)."""
+    """A choice shown with hyphens (``bayes-softmax``), as the command line spells it, that also
+    accepts the underscore spelling and gives the option's own name (``bayes_softmax``);
+    ``options`` may be a callable (activations registered by plugins)."""
 
     def __init__(self, options: Iterable[str] | Callable[[], Iterable[str]], case_sensitive: bool = True):
-        self._options = options
-        super().__init__(list(options() if callable(options) else options), case_sensitive)
+        names = list(options() if callable(options) else options)
+        self._named = {n.replace("_", "-"): n for n in names}
+        super().__init__(list(self._named), case_sensitive)
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and value not in self.choices and value.replace("-", "_") in self.choices:
-            value = value.replace("-", "_")
-        return super().convert(value, param, ctx)
+        if isinstance(value, str) and value in self._named.values():
+            return value
+        spelled = value.replace("_", "-") if isinstance(value, str) else value
+        return self._named[str(super().convert(spelled, param, ctx))]
 
 
 class OutPath(click.ParamType):
@@ -55,7 +55,7 @@ def floats(_ctx, param, value):
     try:
         return [float(v) for v in str(value).split(",") if v.strip()]
     except ValueError as err:
-        raise click.BadParameter(f"expected comma-separated numbers, got {plain(value)}", param=param) from err
+        raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param=param) from err
 
 
 def ints(ctx, param, value):
@@ -64,7 +64,7 @@ def ints(ctx, param, value):
     if vals is None:
         return None
     if not all(float(v).is_integer() for v in vals):
-        raise click.BadParameter(f"expected comma-separated integers, got {plain(value)}", param=param)
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}", param=param)
     return [int(v) for v in vals]
 
 
@@ -120,6 +120,8 @@ def config_options(config_type: type, *, skip=(), choices: dict | None = None, d
     defaults = defaults or {}
 
     def decorate(fn):
+        from jaxattn.engine import config as cfgs
+
         for spec in reversed(list(cfgs.field_specs(config_type).values())):
             cli = spec.metadata.get("cli", True)
             if spec.name in skip or cli is False or spec.kind in ("custom", "floats"):
@@ -132,6 +134,8 @@ def config_options(config_type: type, *, skip=(), choices: dict | None = None, d
                 continue
             if spec.name in choices:
                 kw["type"] = Choice(choices[spec.name])
+                if isinstance(default, str):
+                    kw["default"] = default.replace("_", "-")  # shown as typed; converted back
             else:
                 kw["type"] = {"int": int, "float": float, "str": str}[spec.kind]
             fn = click.option(name, spec.name, **kw)(fn)
@@ -142,6 +146,8 @@ def config_options(config_type: type, *, skip=(), choices: dict | None = None, d
 
 def config_from(config_type: type, options: dict, **extra):
     """The config of a command's options (only the fields it has), validated."""
+    from jaxattn.engine import config as cfgs
+
     specs = cfgs.field_specs(config_type)
     kw = {k: v for k, v in options.items() if k in specs}
     kw.update(extra)

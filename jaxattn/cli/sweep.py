@@ -8,7 +8,6 @@ import os
 import click
 
 from jaxattn.cli.common import emit
-from jaxattn.core.checks import plain
 
 
 def _devices(n: int | None):
@@ -46,9 +45,9 @@ def _worker(text: str | None) -> tuple[int, int] | None:
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise click.BadParameter(f"expected I/N (e.g. 0/4), got {plain(text)}", param_hint="--worker") from None
+        raise click.BadParameter(f"expected I/N (e.g. 0/4), got {text!r}", param_hint="--worker") from None
     if not 0 <= i < n:
-        raise click.BadParameter(f"expected 0 <= I < N, got {plain(text)}", param_hint="--worker")
+        raise click.BadParameter(f"expected 0 <= I < N, got {text!r}", param_hint="--worker")
     return i, n
 
 
@@ -277,8 +276,9 @@ def submit_cmd(
 )
 @click.option("--json", "as_json", is_flag=True)
 def status_cmd(path, claim_timeout, as_json):
-    """Done, pending, claimed, stale and failed chunks of the store at PATH, each worker's chunks
-    and last heartbeat, the time left at the current pace, and the diverged grid points."""
+    """Done, pending, claimed, stale, failed and damaged chunks of the store at PATH, each worker's
+    chunks, last heartbeat and SLURM job, the time left at the current pace, and the diverged grid
+    points."""
     from jaxattn import engine as sw
 
     st = sw.status(_store(path), claim_timeout=claim_timeout)

@@ -113,8 +113,10 @@ def _bayes_risk(prior, L, n, key, chunk) -> BayesRisk:
     prior = priors.astype(prior, dtype)
     F = prior.F
 
+    # the prior is an argument, not a closed-over constant: XLA would otherwise fold the
+    # stratified draw (a repeat to ``chunk`` rows) at compile time, for seconds
     @jax.jit
-    def stats(k):
+    def stats(k, prior):
         k_t, k_z = jax.random.split(k)
         theta = _stratified_theta(prior, k_t, chunk)
         z = jax.random.normal(k_z, (chunk, L, F), dtype)
@@ -124,7 +126,7 @@ def _bayes_risk(prior, L, n, key, chunk) -> BayesRisk:
         return jnp.stack([a.mean(), s.mean(), (a * a).mean(), (s * s).mean()])
 
     n_chunks = max(1, -(-n // chunk))
-    m = jnp.mean(jnp.stack([stats(jax.random.fold_in(key, i)) for i in range(n_chunks)]), axis=0)
+    m = jnp.mean(jnp.stack([stats(jax.random.fold_in(key, i), prior) for i in range(n_chunks)]), axis=0)
     m = [float(x) for x in m]
     N = n_chunks * chunk
     se_a = ((m[2] - m[0] ** 2) / N) ** 0.5

@@ -91,20 +91,32 @@ def slm():
     "--out", type=OutPath(), default="results/slm_train.nc", show_default=True, help="netCDF file of the dataset."
 )
 @click.option(
-    "--figure", type=OutPath(), default="results/slm_train.png", show_default=True, help="PNG of M(t) and error(t)."
+    "--figure",
+    type=OutPath(),
+    default="results/slm_train.png",
+    show_default=True,
+    help="PNG of M, Q and the error against time: online SGD beside its ODE.",
+)
+@click.option(
+    "--ode/--no-ode",
+    default=True,
+    show_default=True,
+    help="Integrate the order-parameter ODE from each run's own start, beside online SGD.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
-def train(out, figure, as_json, **o):
+def train(out, figure, ode, as_json, **o):
     """Train a grid (seeds x H x L x eta x signal) by online SGD; write the dataset and a figure."""
     from jaxattn import io
-    from jaxattn.slm import plots
 
     ds = _train(o)
+    th = _ode_beside(ds, o) if ode else None
+    if th is not None:  # in the same file: ode_M, ode_Q, ode_b, ode_error, ode_diverged
+        ds = ds.assign({f"ode_{k}": th[k] for k in ("M", "Q", "b", "diverged")} | {"ode_error": th["risk"]})
     io.save(ds, out)
     br = _bayes(_prior(o).scaled(o["signal"][0]), o["L"][0]).risk
     if figure:
-        plots.training_figure(ds, bayes_risk=br, path=figure)
+        _training_figure(ds, th, br, figure)
     final = ds["error"].isel(time=-1)
     mean = final.mean("seed").values.ravel().tolist()
     n_div = int(ds["diverged"].sum())
@@ -114,19 +126,54 @@ def train(out, figure, as_json, **o):
             f"{o['diverge_bound']:g} times its start): lower --eta, or raise --diverge-bound",
             err=True,
         )
+    summary = {
+        "final_error": mean[0] if len(mean) == 1 else mean,
+        "final_error_std": float(final.std("seed").values.ravel()[0]),
+    }
+    if th is not None:
+        ode_final = th["risk"].isel(time=-1).mean("seed").values.ravel().tolist()
+        summary["ode_final_error"] = ode_final[0] if len(ode_final) == 1 else ode_final
     emit(
-        {
-            "final_error": mean[0] if len(mean) == 1 else mean,
-            "final_error_std": float(final.std("seed").values.ravel()[0]),
+        summary
+        | {
             "bayes_risk": br,
             "n_runs": int(final.size),
             "n_diverged": n_div,
-            "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
+            "wall_seconds": round(float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th else 0), 2),
             "out": out,
             "figure": figure,
         },
         as_json,
     )
+
+
+def _ode_beside(ds, o: dict):
+    """The order-parameter ODE over the training grid, each seed from its SGD run's start (the
+    ``slm_ode`` experiment), the ODE's fields at their defaults; its ``noise`` axis dropped."""
+    import dataclasses
+
+    from jaxattn.slm.experiments import integrate
+
+    sgd = config_from(SLMConfig, o, prior=_prior(o))
+    config = SLMODEConfig(**{f.name: getattr(sgd, f.name) for f in dataclasses.fields(SLMConfig)})
+    grid = {k: ds[k].values.tolist() for k in ("seed", "H", "L", "eta", "signal")}
+    return integrate(config, progress=o["progress"], **grid).isel(noise=0, drop=True)
+
+
+def _training_figure(ds, th, bayes_risk: float, path: str) -> None:
+    """The first grid point: SGD beside its ODE (:func:`~jaxattn.slm.compare.figure`), or SGD
+    alone (:func:`~jaxattn.slm.plots.training_figure`) without the ODE."""
+    first = {d: 0 for d in ("H", "L", "eta", "signal")}
+    if th is None:
+        from jaxattn.slm import plots
+
+        plots.training_figure(ds, bayes_risk=bayes_risk, path=path)
+        return
+    from jaxattn.slm.compare import figure, matched
+
+    sgd = ds[["M", "Q", "b", "error"]].isel(first)
+    sgd.attrs = ds.attrs
+    figure(matched(sgd, th.isel(first)), path=path, bayes_risk=bayes_risk)
 
 
 @slm.command()

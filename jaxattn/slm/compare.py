@@ -11,6 +11,7 @@ averaging over seeds, and reports the escape time from the unspecialised saddle
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -240,6 +241,22 @@ def compare(
     grid: dict[str, Any] = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
     p = train(sim_config, progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0)
     th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0, noise=0)
+    return matched(p, th, theory)
+
+
+def matched(p: xr.Dataset, th: xr.Dataset, theory: str = "ode") -> Comparison:
+    """One grid point's online-SGD runs and their theory, each seed's heads matched to its
+    theory's (:func:`match_heads`), with the deviations :func:`compare` reports.
+
+    Args:
+        p: online SGD over ``(seed, time, ...)`` (one grid point of :func:`~jaxattn.slm.train`).
+        th: the theory over the same seeds and times (:func:`~jaxattn.slm.integrate`).
+        theory: its name, ``"ode"`` or ``"sde"`` (reported).
+
+    Returns:
+        A :class:`Comparison` (see :func:`compare`).
+    """
+    seeds = p.sizes["seed"]
     raw_M = p["M"].values
     p = permute_heads(p, match_heads(raw_M, th["M"].values))
     sim_q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
@@ -298,13 +315,24 @@ def _escape_stats(M_sim, M_ode, time) -> dict:
     return out
 
 
-def figure(c: Comparison, path: str | None = None) -> Figure:
-    """ODE lines (seed mean), simulation mean and spread as markers, heads matched per seed: ``M``
-    per head, one panel per direction, then ``diag Q`` per head, and the error.
+def _band(ax, t, runs, color, label=None):
+    """The seed mean of ``runs`` ``(seed, time)`` as markers, one standard deviation as a band."""
+    with warnings.catch_warnings():  # times where every run diverged are blank, not an alarm
+        warnings.simplefilter("ignore", RuntimeWarning)
+        m, sd = np.nanmean(runs, 0), np.nanstd(runs, 0)
+    ax.plot(t, m, "o", ms=3, color=color, label=label)
+    ax.fill_between(t, m - sd, m + sd, color=color, alpha=0.2, lw=0)
+
+
+def figure(c: Comparison, path: str | None = None, bayes_risk: float | None = None) -> Figure:
+    """Theory lines (seed mean) and the simulation's seed mean (markers) with a band of one
+    standard deviation, heads matched per seed: ``M`` per head, one panel per direction, then
+    ``diag Q`` per head, and the error (with the Bayes risk, if given).
 
     Args:
         c: the comparison (:func:`compare`).
         path: file to save the figure to (and close it); ``None``: only return it.
+        bayes_risk: drawn as a horizontal line in the error panel (``None``: not drawn).
 
     Returns:
         The matplotlib ``Figure``.
@@ -312,6 +340,7 @@ def figure(c: Comparison, path: str | None = None) -> Figure:
     from jaxattn.plots import plt
 
     p, th = c.simulation, c.theory
+    kind = str(c.deviations.get("theory", "ode")).upper()
     sol = {k: th[k].values for k in ("M", "Q", "risk")}
     t = p["time"].values
     M = p["M"].values
@@ -322,16 +351,17 @@ def figure(c: Comparison, path: str | None = None) -> Figure:
     for f in range(F):
         for h in range(M.shape[2]):
             col = colors[h % len(colors)]
-            axes[f].plot(t, sol["M"][:, :, h, f].mean(0), color=col, label=f"head {h} ODE")
-            axes[f].errorbar(t, M[:, :, h, f].mean(0), yerr=M[:, :, h, f].std(0), fmt="o", ms=3, color=col)
+            axes[f].plot(t, sol["M"][:, :, h, f].mean(0), color=col, label=f"head {h} {kind}")
+            _band(axes[f], t, M[:, :, h, f], col)
     q = np.diagonal(p["Q"].values, axis1=-2, axis2=-1)
     qt = np.diagonal(sol["Q"], axis1=-2, axis2=-1)
     for h in range(q.shape[2]):
-        axes[F].plot(t, qt[:, :, h].mean(0), color=colors[h], label=f"Q[{h},{h}] ODE")
-        axes[F].errorbar(t, q[:, :, h].mean(0), yerr=q[:, :, h].std(0), fmt="o", ms=3, color=colors[h])
-    axes[F + 1].plot(t, sol["risk"].mean(0), color="k", label="R(M, Q, b) along the ODE")
-    e = p["error"].values
-    axes[F + 1].errorbar(t, e.mean(0), yerr=e.std(0), fmt="o", ms=3, color="k", label="simulation")
+        axes[F].plot(t, qt[:, :, h].mean(0), color=colors[h], label=f"Q[{h},{h}] {kind}")
+        _band(axes[F], t, q[:, :, h], colors[h])
+    axes[F + 1].plot(t, sol["risk"].mean(0), color="k", label=f"R(M, Q, b) along the {kind}")
+    _band(axes[F + 1], t, p["error"].values, "k", label="online SGD")
+    if bayes_risk is not None:
+        axes[F + 1].axhline(bayes_risk, color="C3", ls="--", label=f"Bayes risk {bayes_risk:.3f}")
     for ax, name in zip(axes, [f"M[h, {f}] (heads matched)" for f in range(F)] + ["Q[h, h]", "error"]):
         ax.set_xscale("symlog", linthresh=max(t[1], 1e-3))
         ax.set_xlim(0, t[-1])
@@ -339,7 +369,8 @@ def figure(c: Comparison, path: str | None = None) -> Figure:
         ax.set_ylabel(name)
         ax.legend(fontsize=7)
     fig.suptitle(
-        f"{p.attrs.get('activation', '')}: ODE (lines) vs online SGD (markers, mean +- sd over seeds, heads matched per seed)"
+        f"{p.attrs.get('activation', '')}: {kind} (lines) vs online SGD (markers and band: mean +- sd over "
+        f"{p.sizes['seed']} seeds, heads matched per seed)"
     )
     fig.tight_layout()
     if path:

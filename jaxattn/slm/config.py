@@ -131,8 +131,10 @@ class SLMODEConfig(SLMConfig):
     Attributes:
         n_bank: draws of the bank (:func:`jaxattn.slm.risk.make_bank`).
         bank_seed: seed of the bank.
-        bank_method: ``"mc"`` (Monte Carlo) or ``"sobol"`` (scrambled Sobol points: the same
-            drift accuracy with several times fewer points, ``tests/test_risk.py``).
+        bank_method: ``"sobol"`` (the default: scrambled Sobol points, ``n_bank`` rounded up to
+            a power of 2; the same drift accuracy with several times fewer points,
+            ``tests/test_risk.py``) or ``"mc"`` (Monte Carlo). Both are prefix-consistent: a
+            grid point padded to a larger ``(L, H)`` sees the draws it sees alone.
         rtol: relative tolerance of the adaptive Dopri5 solver.
         atol: absolute tolerance of the adaptive Dopri5 solver.
         max_steps: solver steps before a solve is reported as failed.
@@ -141,9 +143,9 @@ class SLMODEConfig(SLMConfig):
             speed where float64 is slow (consumer GPUs, TPUs).
     """
 
-    n_bank: int = field(default=4000, metadata=_help("Monte Carlo draws of the ODE's expectations."))
+    n_bank: int = field(default=4096, metadata=_help("Points of the ODE's expectations (sobol: a power of 2)."))
     bank_seed: int = field(default=0, metadata=_help("Seed of the bank."))
-    bank_method: str = field(default="mc", metadata=_help("Bank of the expectations: mc or sobol."))
+    bank_method: str = field(default="sobol", metadata=_help("Bank of the expectations: sobol or mc."))
     rtol: float = field(default=1e-5, metadata=_help("Relative tolerance of the solver."))
     atol: float = field(default=1e-7, metadata=_help("Absolute tolerance of the solver."))
     max_steps: int = field(default=20000, metadata=_help("Solver steps before a solve counts as failed."))

@@ -89,6 +89,49 @@ def _hermite(order: int, dim: int):
     return nodes, weights
 
 
+SOBOL_BITS = 30
+SOBOL_MAX_DIM = 21201  # scipy's table of direction numbers (Joe and Kuo)
+
+
+def sobol_columns(cols: np.ndarray, m: int, seed: int) -> np.ndarray:
+    """``2^m`` points of the Sobol sequence's coordinates ``cols``, each scrambled on its own
+    (Matousek's linear matrix scramble and a digital shift, drawn from ``(seed, coordinate)``),
+    so that a coordinate's points do not depend on which others are drawn: the randomisation
+    ``scipy.stats.qmc.Sobol(scramble=True)`` applies, made per coordinate.
+
+    Args:
+        cols: Sobol coordinates (dimensions), each ``< SOBOL_MAX_DIM``.
+        m: ``log2`` of the number of points.
+        seed: The scramble's seed.
+
+    Returns:
+        The points in ``(0, 1)``, shape ``(2^m, len(cols))``.
+
+    Raises:
+        ValueError: If a coordinate is past the table of direction numbers.
+    """
+    from scipy.stats import qmc
+
+    cols = np.asarray(cols, np.int64)
+    if cols.size and cols.max() >= SOBOL_MAX_DIM:
+        raise ValueError(
+            f"the Sobol bank needs coordinate {int(cols.max())}, past the {SOBOL_MAX_DIM} of its table "
+            "(L + H too large): use bank_method='mc'"
+        )
+    base = qmc.Sobol(int(cols.max()) + 1 if cols.size else 1, scramble=False, bits=SOBOL_BITS).random_base2(m)
+    x = np.round(base[:, cols] * 2.0**SOBOL_BITS).astype(np.int64)
+    weights = 1 << (SOBOL_BITS - 1 - np.arange(SOBOL_BITS))  # bit i: the i-th most significant
+    bits = ((x[..., None] & weights) > 0).astype(np.float32)  # (n, k, bits)
+    out = np.empty(x.shape, float)
+    for j, c in enumerate(cols):
+        rng = np.random.default_rng([seed, int(c)])
+        lower = np.tril(rng.integers(0, 2, (SOBOL_BITS, SOBOL_BITS)), -1) + np.eye(SOBOL_BITS, dtype=np.int64)
+        shift = int(rng.integers(0, 2**SOBOL_BITS))
+        y = (bits[:, j] @ lower.T.astype(np.float32)).astype(np.int64) % 2  # each bit: itself and the ones above
+        out[:, j] = (((y * weights).sum(axis=1) ^ shift) + 0.5) / 2.0**SOBOL_BITS  # the cell's centre: never 0 or 1
+    return out
+
+
 def make_bank(
     prior: priors.Prior,
     L: int,
@@ -156,20 +199,20 @@ def make_bank(
             th = np.tile(tn, (n, 1))
             w = np.outer(np.full(n, 1.0 / n), tw).ravel()
     elif method == "sobol":
-        from scipy.stats import norm, qmc
+        from scipy.stats import norm
 
         gauss = isinstance(prior, priors.Gaussian)
-        d = L * H + (prior.F if gauss else 0)
+        F = prior.F if gauss else 0
         seed = int(jax.random.randint(k_z, (), 0, 2**31 - 1))
-        # ``seed=`` is SciPy's legacy keyword (``rng=`` since 1.15, through a decorator that hides
-        # it from the signature); ``rng=`` would give other points, and older SciPy lacks it.
-        sobol = qmc.Sobol(d, scramble=True, seed=seed)  # pyright: ignore[reportCallIssue]
-        u = sobol.random_base2(max(1, int(np.ceil(np.log2(n)))))
-        g = norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
-        zn = g[:, : L * H]
+        # entry (l, h) is the Sobol coordinate F + cantor(l, h), whatever the padded (L, H): the
+        # bank of a smaller (L, H) is this bank's prefix, as for "mc"; theta's are the first F
+        ls, hs = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+        cols = np.concatenate([np.arange(F), (F + (ls + hs) * (ls + hs + 1) // 2 + hs).ravel()])
+        g = norm.ppf(sobol_columns(cols, max(1, int(np.ceil(np.log2(n)))), seed))
+        zn = g[:, F:]
         if gauss:
             z = zn
-            th = np.asarray(prior.mean_) + g[:, L * H :] @ np.asarray(prior.factor).T
+            th = np.asarray(prior.mean_) + g[:, :F] @ np.asarray(prior.factor).T
             w = np.full(len(z), 1.0 / len(z))
         else:
             tn, tw = theta_nodes(prior, k_t, n)
