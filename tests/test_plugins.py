@@ -55,7 +55,7 @@ def _run(site, *args, code=None):
 @pytest.mark.slow  # two subprocesses (~35 s)
 def test_plugin_activation_on_the_command_line(site, tmp_path):
     r = _run(site, "slm", "train", "--help")
-    assert "relu_norm" in r.stdout, r.stdout
+    assert "relu-norm" in r.stdout, r.stdout  # shown as the command line spells it
     r = _run(site, "slm", "train", "--activation", "relu-norm", "--D", "16", "--t-max", "0.2", "--seeds", "1",
              "--out", str(tmp_path / "r.nc"), "--figure", "", "--json")
     assert r.returncode == 0, r.stderr[-2000:]

@@ -67,9 +67,10 @@ def test_noise_term_matters_at_large_eta_only():
 @pytest.mark.slow  # long; CI runs it with the slow checks
 def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     prior = priors.onehot(2, 9.0)
-    bank = slm_risk.make_bank(prior, 4, 2, n=1500)  # the bank the ODE's config draws (bank_seed 0)
+    bank = slm_risk.make_bank(prior, 4, 2, n=1500)  # the bank the ODE's config draws (mc, bank_seed 0)
     y0 = ode.random_initial_conditions(jax.random.key(3), 2, 2, D=50, n=1)
-    sol = point(slm.integrate(ode_config(prior, "bayes_softmax", (0.0, 1000.0, 3000.0), 1500, D=50), start=y0,
+    sol = point(slm.integrate(ode_config(prior, "bayes_softmax", (0.0, 1000.0, 3000.0), 1500, D=50, bank_method="mc"),
+                              start=y0,
                               seed=0, H=2, L=4, eta=1.0, noise=0.0)).isel(seed=0, noise=0)
     assert not sol["diverged"].any()
     M_ode, r_ode = sol["M"].values[-1], float(sol["risk"][-1])
