@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
+from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
 from jaxattn.engine import claims, store
@@ -23,35 +23,16 @@ from jaxattn.engine import claims, store
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "slurm_local.sh")
 
-# 12 points, 6 chunks of 2: well under a second a chunk once compiled
-FAST = """
-model = "slm_sgd"
-[fixed]
-D = 48
-t_max = 6.0
-n_records = 3
-n_test = 32
-[grid]
-seed = {{ range = [0, {seeds}] }}
-eta = [0.5, 1.0]
-[execution]
-chunk_size = 2
-"""
-# 8 points, 4 chunks of 2, each 2 to 3 s on one core (plus about 5 s of compiling in the first):
-# a task stopped while it holds a claim is really stopped mid-chunk
-SLOW = FAST.replace("t_max = 6.0", "t_max = 2000.0")
+# 12 points, 6 chunks of 2: well under a second a chunk once compiled; 8 slower ones, 2 to 3 s a
+# chunk on one core: a task stopped while it holds a claim is really stopped mid-chunk
+FAST = dict(t_max=6.0)
+SLOW = dict(t_max=2000.0)
 
 
-def _file(tmp, text, seeds):
+def _file(tmp, kind, seeds):
     f = tmp / "s.toml"
-    f.write_text(text.format(seeds=seeds))
+    f.write_text(tiny_sweep(seeds=seeds, **kind))
     return str(f)
-
-
-def _equal(a, b):
-    assert set(a.data_vars) == set(b.data_vars)
-    for k in a.data_vars:
-        np.testing.assert_array_equal(a[k].values, b[k].values, err_msg=k)  # NaN == NaN here
 
 
 def _computed(out):
@@ -186,7 +167,7 @@ def test_a_job_array_gives_the_dataset_of_one_process(cluster, fast, array):
     for task in summary["jobs"]:
         assert _job(cluster, task)["JobState"] == "COMPLETED"
         assert _result(out, task)[0] == "success"
-    _equal(engine.load_store(out), fast[1])
+    assert_same_bits(engine.load_store(out), fast[1])
     assert not os.listdir(os.path.join(out, "claims"))
 
 
@@ -220,7 +201,7 @@ def test_a_task_cancelled_mid_chunk_loses_nothing(cluster, slow, tmp_path):
     done = _computed(out)
     assert sorted(c for c, _ in done) == list(range(4)), done  # each chunk once, the cancelled one too
     assert (held.chunk, "1/2") in done, (held, done)  # the victim was stopped mid-chunk: the other did it
-    _equal(engine.load_store(out), ref)
+    assert_same_bits(engine.load_store(out), ref)
 
 
 @pytest.mark.slow  # 30 to 55 s: the requeued task is held back 10 s (cred_expire)
@@ -242,7 +223,7 @@ def test_a_requeued_task_comes_back_and_the_sweep_finishes(cluster, slow, tmp_pa
     st = engine.status(out)
     assert st["workers"]["0/2"]["slurm"]["restart_count"] == "1"
     assert sorted(c for c, _ in _computed(out)) == list(range(4))
-    _equal(engine.load_store(out), ref)
+    assert_same_bits(engine.load_store(out), ref)
 
 
 @pytest.mark.slow  # 20 to 30 s
@@ -280,4 +261,4 @@ def test_srun_two_processes_under_jax_distributed(cluster, fast, tmp_path):
     assert sorted((e["process"], e["worker"]) for e in starts) == [(0, "0/2"), (1, "1/2")], starts
     assert len({e["slurm_job_id"] for e in starts}) == 1  # one SLURM job, two processes
     assert sorted(c for c, _ in _computed(out)) == list(range(6))
-    _equal(engine.load_store(out), ref)
+    assert_same_bits(engine.load_store(out), ref)

@@ -16,35 +16,15 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from tiny_sweep import assert_same_bits, tiny_sweep
 
 import jaxattn
 from jaxattn import engine
 from jaxattn.cli import main
 
-# 12 points, 6 chunks of 2: about a second a chunk once compiled
-SWEEP = """
-model = "slm_sgd"
-[fixed]
-D = 48
-t_max = 6.0
-n_records = 3
-n_test = 32
-[grid]
-seed = { range = [0, 6] }
-eta = [0.5, 1.0]
-[execution]
-chunk_size = 2
-"""
-
 
 def _cli(*args):
     return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def _equal(a, b):
-    assert set(a.data_vars) == set(b.data_vars)
-    for k in a.data_vars:
-        np.testing.assert_array_equal(a[k].values, b[k].values, err_msg=k)  # NaN == NaN here
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +32,7 @@ def made(tmp_path_factory):
     """The sweep file and an undamaged store of it (never modified: tests damage copies)."""
     root = tmp_path_factory.mktemp("store")
     f = root / "s.toml"
-    f.write_text(SWEEP)
+    f.write_text(tiny_sweep())
     ref = str(root / "ref")
     rep = engine.run_sweep(engine.load_file(str(f)), ref)
     assert len(rep.computed) == 6
@@ -100,7 +80,7 @@ def test_a_truncated_chunk_is_named_by_status_and_load_and_recomputed_bit_identi
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
     assert (got["computed"], got["skipped"], got["damaged"]) == (1, 5, 0)
-    _equal(jaxattn.load(out), jaxattn.load(ref))
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
     assert os.listdir(os.path.join(out, "chunks", "damaged"))  # the bad file is kept aside
 
 
@@ -117,7 +97,7 @@ def test_a_flipped_byte_is_found_by_its_checksum_and_verify_recomputes_it(made, 
     assert engine.run_sweep(engine.load_file(f), out).computed == ()
     rep = engine.run_sweep(engine.load_file(f), out, verify=True)
     assert rep.computed == (1,)
-    _equal(jaxattn.load(out), jaxattn.load(ref))
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
 
 
 def test_a_garbled_manifest_is_one_line_naming_it_and_repair_rebuilds_it(made, tmp_path):
@@ -140,7 +120,7 @@ def test_a_garbled_manifest_is_one_line_naming_it_and_repair_rebuilds_it(made, t
     assert json.loads(r.output)["computed"] == 0
     new, old = (json.load(open(os.path.join(p, "manifest.json"))) for p in (out, ref))
     assert {k: v for k, v in new.items() if k != "attrs"} == {k: v for k, v in old.items() if k != "attrs"}
-    _equal(jaxattn.load(out), jaxattn.load(ref))
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
 
 
 def test_a_lost_manifest_with_a_lost_chunk_is_refused_then_repaired(made, tmp_path):
@@ -152,7 +132,7 @@ def test_a_lost_manifest_with_a_lost_chunk_is_refused_then_repaired(made, tmp_pa
         engine.run_sweep(engine.load_file(f), out)
     rep = engine.run_sweep(engine.load_file(f), out, repair=True)
     assert rep.computed == (4,)
-    _equal(jaxattn.load(out), jaxattn.load(ref))
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
 
 
 def test_a_repair_keeps_stored_chunks_cut_at_another_size(made, tmp_path):
@@ -166,7 +146,7 @@ def test_a_repair_keeps_stored_chunks_cut_at_another_size(made, tmp_path):
     rep = engine.run_sweep(engine.load_file(f), out, repair=True)
     assert json.load(open(os.path.join(out, "manifest.json")))["chunks"] == before
     assert rep.computed == (2,) and rep.skipped == (0, 1)
-    _equal(jaxattn.load(out), jaxattn.load(ref))
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
 
 
 def test_a_folder_that_is_no_store_is_one_line_for_status_plot_info_and_load(tmp_path):

@@ -72,3 +72,62 @@ def test_a_diverged_window_is_flagged_not_averaged(sample_windows):
 def test_bad_input_names_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --- the first-order criterion on a sampled profile ---------------------------------------------
+
+
+def test_a_double_well_has_two_basins_and_its_barrier_in_kT():
+    from jaxattn.core.umbrella import two_basins
+
+    a = np.linspace(-2.0, 2.0, 81)
+    rng = np.random.default_rng(0)
+    sigma = 0.05
+    F = 3.0 * (a**2 - 1.0) ** 2 + sigma * rng.standard_normal(a.size)
+    got = two_basins(a, F - F.min(), np.full(a.size, sigma))
+    assert got.first_order
+    assert abs(got.barrier - 3.0) < 3 * got.barrier_err + 0.05, got  # 3 kT, to the noise and the bins
+    assert got.barrier_err == pytest.approx(np.sqrt(2) * sigma)
+    assert abs(got.a_left + 1) <= 0.1 and abs(got.a_right - 1) <= 0.1 and abs(got.a_top) <= 0.1, got
+
+
+def test_a_single_broad_well_has_no_barrier():
+    from jaxattn.core.umbrella import two_basins
+
+    a = np.linspace(-2.0, 2.0, 81)
+    rng = np.random.default_rng(1)
+    F = 0.5 * a**2 + 0.05 * rng.standard_normal(a.size)
+    F[10] = np.nan  # an empty bin is left out
+    got = two_basins(a, F, np.full(a.size, 0.05))
+    assert not got.first_order, got
+
+
+def test_a_shrinking_barrier_is_first_order_exactly_while_it_clears_its_error():
+    """Landau's ``F_t(a) = a^4 / 4 - t a^2 / 2``: two minima with a barrier ``t^2 / 4`` for
+    ``t > 0``, one well for ``t <= 0`` (the critical point). With errors ``sigma`` per bin the
+    criterion must say first-order exactly where ``t^2 / 4 > 2 sqrt(2) sigma``, and report a
+    barrier that goes to zero with ``t``, not hide it."""
+    from jaxattn.core.umbrella import two_basins
+
+    a = np.linspace(-1.5, 1.5, 121)
+    sigma = 0.01
+    t_star = np.sqrt(4 * 2 * np.sqrt(2) * sigma)  # 0.336
+    for t in np.linspace(-0.3, 1.0, 27):
+        got = two_basins(a, a**4 / 4 - t * a**2 / 2, np.full(a.size, sigma))
+        if t > 0.05:
+            assert got.barrier == pytest.approx(t**2 / 4, abs=1e-3), (t, got)
+        else:
+            assert got.barrier < 1e-3, (t, got)
+        if abs(t - t_star) > 0.02:
+            assert got.first_order == (t > t_star), (t, got)
+
+
+def test_the_criterion_names_its_bad_input():
+    from jaxattn.core.umbrella import two_basins
+
+    with pytest.raises(ValueError, match="must be 1-d of one length"):
+        two_basins(np.arange(3.0), np.zeros(4), np.zeros(3))
+    with pytest.raises(ValueError, match="a must be increasing"):
+        two_basins(np.array([0.0, 2.0, 1.0]), np.zeros(3), np.zeros(3))
+    with pytest.raises(ValueError, match=r"n_sigma must be >= 0, got -1\.0"):
+        two_basins(np.arange(3.0), np.zeros(3), np.zeros(3), n_sigma=np.float64(-1.0))

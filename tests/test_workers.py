@@ -11,38 +11,19 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pytest
+from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
 from jaxattn.engine import claims, store
 
 # 12 points, 6 chunks of one stream (2 points) each: about a second a chunk once compiled
-SWEEP = """
-model = "slm_sgd"
-[fixed]
-D = 48
-t_max = 6.0
-n_records = 3
-n_test = 32
-[grid]
-seed = {{ range = [0, 6] }}
-eta = [0.5, 1.0]
-[execution]
-chunk_size = {chunk}
-"""
 ENV = {**os.environ, "JAXATTN_NO_CACHE": "1", "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
-
-
-def _equal(a, b):
-    assert set(a.data_vars) == set(b.data_vars)
-    for k in a.data_vars:
-        np.testing.assert_array_equal(a[k].values, b[k].values, err_msg=k)  # NaN == NaN here
 
 
 def _file(tmp_path, chunk=2, name="s.toml"):
     f = tmp_path / name
-    f.write_text(SWEEP.format(chunk=chunk))
+    f.write_text(tiny_sweep(chunk=chunk))
     return str(f)
 
 
@@ -151,7 +132,7 @@ def test_a_worker_with_another_sweep_file_is_refused_and_the_store_left_intact(t
     open_store(s, sweep_plan(s), out, 1)
     before = {p: open(os.path.join(out, p), "rb").read() for p in ("manifest.json", "sweep.toml")}
     other = tmp_path / "other.toml"
-    other.write_text(SWEEP.format(chunk=2).replace("t_max = 6.0", "t_max = 7.0"))
+    other.write_text(tiny_sweep(chunk=2).replace("t_max = 6.0", "t_max = 7.0"))
     r = _cli(["sweep", "run", str(other), "--out", out, "--worker", "1/2", "--no-progress"])
     assert r.exit_code == 2 and "other fixed parameters" in r.output, r.output
     assert before == {p: open(os.path.join(out, p), "rb").read() for p in before}
@@ -184,7 +165,7 @@ def test_two_workers_and_a_late_third_compute_each_chunk_once(tmp_path, referenc
     _finish(procs)
     done = _computed(out)
     assert sorted(done) == list(range(6)), done  # every chunk, each exactly once
-    _equal(engine.load_store(out), reference)
+    assert_same_bits(engine.load_store(out), reference)
     assert not os.listdir(os.path.join(out, "claims"))  # every claim released
 
 
@@ -200,7 +181,7 @@ def test_a_worker_killed_mid_chunk_is_taken_over(tmp_path, reference):
     done = _computed(out)
     assert sorted(done) == list(range(6)), done  # the killed chunk too, computed once
     assert all(e["pid"] == other.pid for e in log if e.get("event") == "computed")
-    _equal(engine.load_store(out), reference)
+    assert_same_bits(engine.load_store(out), reference)
 
 
 def test_status_across_workers(tmp_path):
@@ -269,7 +250,7 @@ def test_jax_distributed_on_localhost_gives_the_same_dataset(tmp_path, reference
     _finish(_distributed(f, out))
     assert sorted(_computed(out)) == list(range(6))
     assert {e["process"] for e in store.read_log(out) if e.get("event") == "start"} == {0, 1}
-    _equal(engine.load_store(out), reference)
+    assert_same_bits(engine.load_store(out), reference)
 
 
 @pytest.mark.slow
@@ -280,7 +261,7 @@ def test_jax_distributed_survives_a_process_killed_mid_chunk(tmp_path, reference
     _kill_mid_chunk(p1, out)
     _finish([p0])  # recoverability on: the coordinator's process goes on and takes the chunk over
     assert sorted(_computed(out)) == list(range(6))
-    _equal(engine.load_store(out), reference)
+    assert_same_bits(engine.load_store(out), reference)
 
 
 @pytest.mark.slow
@@ -295,4 +276,4 @@ def test_submitit_local_executor_with_two_workers(tmp_path, reference):
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["done"] == 6 and sum(summary["computed"]) == 6, summary
     assert sorted(_computed(out)) == list(range(6))
-    _equal(engine.load_store(out), reference)
+    assert_same_bits(engine.load_store(out), reference)

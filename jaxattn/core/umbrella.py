@@ -251,3 +251,70 @@ def probability(draws: WindowDraws, w: Windows, event: Callable[[np.ndarray], np
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
         res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=np.zeros((1, a_n.size)))
     return float(np.ravel(res["mu"])[0]), float(np.ravel(res["sigma"])[0])
+
+
+class Basins(NamedTuple):
+    """Whether a free-energy profile has two minima separated by a barrier (:func:`two_basins`).
+
+    Attributes:
+        first_order: the barrier is significant: above ``n_sigma`` of its own standard error.
+        barrier: the barrier's height above the higher of the two minima, in units of ``kT``
+            (``F``'s own scale; 0 where there is one minimum).
+        barrier_err: its standard error (the profile's errors at the top and at that minimum,
+            added in quadrature).
+        a_left: the lower-``a`` minimum (``NaN`` where there is one minimum).
+        a_top: the top of the barrier (``NaN`` where there is one minimum).
+        a_right: the higher-``a`` minimum (``NaN`` where there is one minimum).
+    """
+
+    first_order: bool
+    barrier: float
+    barrier_err: float
+    a_left: float
+    a_top: float
+    a_right: float
+
+
+def two_basins(
+    a: Float[np.ndarray, " B"], F: Float[np.ndarray, " B"], dF: Float[np.ndarray, " B"], n_sigma: float = 2.0
+) -> Basins:
+    """The largest barrier of a one-dimensional profile ``F(a) = -ln p(a)`` (in ``kT``) between a
+    minimum on each side: over every bin ``j`` as the top, ``F[j]`` minus the higher of the lowest
+    ``F`` left and right of it, each a minimum of its own side (not the bin next to ``j``, which
+    would make a slope, not a basin). The profile is first-order-like where that barrier exceeds
+    ``n_sigma`` standard errors: the criterion asks only what the data resolve, so as a critical
+    point is approached the barrier and its significance go to zero together and the report
+    shows both, rather than a fixed height in ``kT`` that would call a noisy profile a jump.
+
+    Args:
+        a: the bins' centres, increasing.
+        F: the profile at them (``NaN``: an empty bin, left out).
+        dF: its standard errors.
+        n_sigma: how many standard errors the barrier must clear.
+
+    Returns:
+        A :class:`Basins`.
+
+    Raises:
+        ValueError: If the shapes differ, ``a`` is not increasing, or ``n_sigma < 0``.
+    """
+    a, F, dF = (np.asarray(x, float) for x in (a, F, dF))
+    if not (a.ndim == 1 and a.shape == F.shape == dF.shape):
+        raise ValueError(f"a, F and dF must be 1-d of one length, got shapes {a.shape}, {F.shape}, {dF.shape}")
+    if np.any(np.diff(a) <= 0):
+        raise ValueError("a must be increasing")
+    if not n_sigma >= 0:
+        raise ValueError(f"n_sigma must be >= 0, got {plain(n_sigma)}")
+    ok = np.isfinite(F) & np.isfinite(dF)
+    a, F, dF = a[ok], F[ok], dF[ok]
+    best = Basins(False, 0.0, 0.0, np.nan, np.nan, np.nan)
+    for j in range(2, F.size - 2):
+        left, right = int(np.argmin(F[:j])), j + 1 + int(np.argmin(F[j + 1 :]))
+        if left == j - 1 or right == j + 1:  # the side falls away from j: no basin on it
+            continue
+        high = left if F[left] >= F[right] else right
+        barrier = float(F[j] - F[high])
+        if barrier > best.barrier:
+            err = float(np.hypot(dF[j], dF[high]))
+            best = Basins(barrier > n_sigma * err, barrier, err, float(a[left]), float(a[j]), float(a[right]))
+    return best
