@@ -178,6 +178,9 @@ def test_sampled_p_star_at_N20_against_the_theories(monkeypatch):
     assert abs(r["p_star_sampled"] - corrected) < r["p_star_sampled_err"] + 3.0, (r["p_star_sampled"], corrected)
     rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
     assert 0.025 < rel < 0.035, rel
+    # first-order: at the scanned P nearest P* the profile has two basins, the barrier between them
+    # far above its error (measured at P = 340: 25.7 +- 1.0 kT; jaxattn.core.umbrella.two_basins)
+    assert r["first_order_sampled"] and r["barrier_at_p_star"] > 10 * r["barrier_at_p_star_err"], r
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
@@ -193,6 +196,9 @@ def test_sampled_p_star_at_N1_lies_far_above_the_theory():
     assert abs(r["p_star_sampled"] - 586.7) < r["p_star_sampled_err"] + 3.0, r["p_star_sampled"]
     rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
     assert 0.70 < rel < 0.74, rel  # the sign and size of the deviation, as the docs report it
+    # and no jump: at both P the profile has a single minimum (no barrier at all, as at every P the
+    # script scans from 325 to 637)
+    assert not r["first_order_sampled"] and r["barrier"] == [0.0, 0.0], r["barrier"]
 
 
 @pytest.mark.slow  # about 40 s on 2 cores

@@ -21,7 +21,7 @@ from jaxattn.copyhead.landscape.profiles import (
 )
 from jaxattn.copyhead.landscape.windows import default_range, place_windows
 from jaxattn.copyhead.profile import theory_barrier, theory_slope
-from jaxattn.core import precision
+from jaxattn.core import precision, umbrella
 
 
 def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
@@ -156,6 +156,9 @@ def _softmax_summary(
     """:func:`landscape`'s dict from its profiles and their basins' log-odds."""
     p_star, a_bar = theory_barrier(arch, N)
     P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
+    basins = [umbrella.two_basins(p.a, p.F, p.dF) for p in profiles]
+    # the scanned P nearest the sampled P* (nearest the smallest log-odds without a crossing)
+    at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0))) if np.isfinite(P0) else int(np.argmin(np.abs(lr)))
     return dict(
         N=N,
         P=Ps,
@@ -165,6 +168,13 @@ def _softmax_summary(
         p_star_sampled_err=dP0,
         log_ratio=lr.tolist(),
         log_ratio_err=dlr.tolist(),
+        barrier=[b.barrier for b in basins],
+        barrier_err=[b.barrier_err for b in basins],
+        first_order=[b.first_order for b in basins],
+        P_nearest_p_star=Ps[at],
+        first_order_sampled=basins[at].first_order,
+        barrier_at_p_star=basins[at].barrier,
+        barrier_at_p_star_err=basins[at].barrier_err,
         profiles=profiles,
     )
 
@@ -198,8 +208,12 @@ def landscape(
     Returns:
         A dict: ``N``, ``P`` (list, increasing), ``p_star_theory``, ``a_barrier``,
             ``p_star_sampled`` and ``p_star_sampled_err`` (``nan`` without a sign change),
-            ``log_ratio`` and ``log_ratio_err`` per ``P``, ``profiles`` (the
-            :class:`SampledProfile` per ``P``).
+            ``log_ratio`` and ``log_ratio_err`` per ``P``; per ``P`` the profile's largest
+            barrier in ``kT`` (``barrier``, ``barrier_err``) and whether it clears two errors
+            (``first_order``: :func:`jaxattn.core.umbrella.two_basins`), and the same at the
+            scanned ``P`` nearest the sampled ``P*`` (``P_nearest_p_star``,
+            ``first_order_sampled``, ``barrier_at_p_star``, ``barrier_at_p_star_err``);
+            ``profiles`` (the :class:`SampledProfile` per ``P``).
     """
     arch = arch.validate()
     N = action.check_N(N)
