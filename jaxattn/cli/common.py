@@ -85,7 +85,7 @@ def emit(obj: dict, as_json: bool) -> None:
     """The headline numbers: one JSON object (strict JSON: ``NaN`` is ``null``), or one
     ``key: value`` line each."""
     if as_json:
-        click.echo(json.dumps({k: _finite_or_none(v) for k, v in obj.items()}, allow_nan=True))
+        click.echo(json.dumps({k: _finite_or_none(v) for k, v in obj.items()}))
     else:
         for k, v in obj.items():
             click.echo(f"{k}: {v}")

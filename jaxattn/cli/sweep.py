@@ -153,7 +153,6 @@ def run_cmd(
         start_distributed()
     try:
         spec = sw.load_file(file)
-        sw.sweep_plan(spec)  # every problem of the grid and the config named before any work
         budget = sw.parse_size(memory_budget) if memory_budget is not None else None
     except ValueError as err:
         raise click.UsageError(str(err)) from err
@@ -175,11 +174,11 @@ def run_cmd(
             verify=verify,
             repair=repair,
         )
-    except sw.SweepChanged as err:
-        raise click.UsageError(str(err)) from err
     except sw.DamagedStore as err:
         raise click.ClickException(str(err)) from err
-    st = sw.status(out, claim_timeout=claim_timeout)
+    except (sw.SweepChanged, ValueError) as err:  # the grid's and the config's problems, before any work
+        raise click.UsageError(str(err)) from err
+    st = sw.status(out, claim_timeout=claim_timeout, full=verify)  # sizes were just checked; sums if asked
     emit(
         {
             "out": out,

@@ -77,6 +77,21 @@ def write_json(path: str, obj) -> None:
     atomic_write(path, w)
 
 
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``, atomically.
+
+    Args:
+        path: The file.
+        text: Its content.
+    """
+
+    def w(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+
+    atomic_write(path, w)
+
+
 def read_json(path: str):
     """Read a JSON file.
 
@@ -422,7 +437,7 @@ def failure_times(root: str) -> dict[int, float]:
     return out
 
 
-def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
+def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool = True) -> dict:
     """A store's chunks, disjointly ``done``, ``failed``, ``claimed`` (by a live worker), ``stale``
     (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`), ``damaged`` (a finished
     chunk whose checksum or size is not the one recorded: :func:`damaged`) and ``pending`` (the
@@ -434,6 +449,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     Args:
         root: The store's folder.
         claim_timeout: Seconds without a heartbeat after which a claim is stale.
+        full: Compare every chunk's checksum (a read of each), not only its size.
 
     Returns:
         A dict with ``model``, ``n_points``, ``n_chunks``, ``done``, ``failed`` (id -> error),
@@ -448,7 +464,7 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT) -> dict:
     """
     man = require_manifest(root)
     ids = [c["id"] for c in man["chunks"]]
-    broken = damaged(root, ids)
+    broken = damaged(root, ids, full)
     done = finished(root) & set(ids) - set(broken)
     failed = {k: v for k, v in sorted(failures(root).items()) if k not in done}
     held = {cid: c for cid, c in claims.all_claims(root).items() if cid not in done}

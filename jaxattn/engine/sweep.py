@@ -180,9 +180,7 @@ def open_store(
         ]
         man["grid"] = plan.grid.to_json()
         store.write_json(os.path.join(out, "manifest.json"), man)
-        store.atomic_write(
-            os.path.join(out, "sweep.toml"), lambda tmp: open(tmp, "w", encoding="utf-8").write(sweep.text)
-        )
+        store.write_text(os.path.join(out, "sweep.toml"), sweep.text)
     return man
 
 
@@ -267,7 +265,7 @@ def _rebuild_manifest(
         by_id = {**stored, **{first + i: c for i, c in enumerate(new)}}
         chunks = [by_id.get(i, []) for i in range(max(by_id) + 1)]
     man = _manifest(sweep, plan, [{"id": i, "points": [list(p) for p in c]} for i, c in enumerate(chunks) if c])
-    store.atomic_write(os.path.join(out, "sweep.toml"), lambda tmp: open(tmp, "w", encoding="utf-8").write(sweep.text))
+    store.write_text(os.path.join(out, "sweep.toml"), sweep.text)
     store.write_json(os.path.join(out, "manifest.json"), man)
     store.log_event(out, event="repaired", chunks=len(man["chunks"]), kept=sorted(stored))
     return man

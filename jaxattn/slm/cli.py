@@ -64,11 +64,14 @@ def _seeds(o: dict) -> list[int]:
     return list(range(o["seeds"]))
 
 
+def _grid(o: dict) -> dict:
+    return dict(seed=_seeds(o), H=o["H"], L=o["L"], eta=o["eta"], signal=o["signal"])
+
+
 def _train(o: dict):
     from jaxattn.slm.experiments import train as run
 
-    config = config_from(SLMConfig, o, prior=_prior(o))
-    return run(config, seed=_seeds(o), H=o["H"], L=o["L"], eta=o["eta"], signal=o["signal"], progress=o["progress"])
+    return run(config_from(SLMConfig, o, prior=_prior(o)), progress=o["progress"], **_grid(o))
 
 
 def _bayes(prior, L, n=100_000, seed=0):
@@ -110,7 +113,7 @@ def train(out, figure, ode, as_json, **o):
     from jaxattn import io
 
     ds = _train(o)
-    th = _ode_beside(ds, o) if ode else None
+    th = _ode_beside(o) if ode else None
     if th is not None:  # in the same file: ode_M, ode_Q, ode_b, ode_error, ode_diverged
         ds = ds.assign({f"ode_{k}": th[k] for k in ("M", "Q", "b", "diverged")} | {"ode_error": th["risk"]})
     io.save(ds, out)
@@ -139,7 +142,9 @@ def train(out, figure, ode, as_json, **o):
             "bayes_risk": br,
             "n_runs": int(final.size),
             "n_diverged": n_div,
-            "wall_seconds": round(float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th else 0), 2),
+            "wall_seconds": round(
+                float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th is not None else 0), 2
+            ),
             "out": out,
             "figure": figure,
         },
@@ -147,17 +152,13 @@ def train(out, figure, ode, as_json, **o):
     )
 
 
-def _ode_beside(ds, o: dict):
+def _ode_beside(o: dict):
     """The order-parameter ODE over the training grid, each seed from its SGD run's start (the
-    ``slm_ode`` experiment), the ODE's fields at their defaults; its ``noise`` axis dropped."""
-    import dataclasses
-
+    ``slm_ode`` experiment), the ODE's own fields at their defaults; its ``noise`` axis dropped."""
     from jaxattn.slm.experiments import integrate
 
-    sgd = config_from(SLMConfig, o, prior=_prior(o))
-    config = SLMODEConfig(**{f.name: getattr(sgd, f.name) for f in dataclasses.fields(SLMConfig)})
-    grid = {k: ds[k].values.tolist() for k in ("seed", "H", "L", "eta", "signal")}
-    return integrate(config, progress=o["progress"], **grid).isel(noise=0, drop=True)
+    config = SLMODEConfig(**vars(config_from(SLMConfig, o, prior=_prior(o))))
+    return integrate(config, progress=o["progress"], **_grid(o)).isel(noise=0, drop=True)
 
 
 def _training_figure(ds, th, bayes_risk: float, path: str) -> None:
