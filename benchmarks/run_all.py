@@ -29,6 +29,7 @@ BENCHMARKS = [
     "slm_ode_accuracy",
     "copy_throughput",
     "copy_theory_throughput",
+    "copy_landscape_speed",
     "sweep_throughput",
     "engine_paths",
 ]

@@ -5,8 +5,9 @@ action B.3a on data set 0) with MBAR, against the reduced action S(a) (B.3b on t
 sampled P* (basins of equal posterior probability) against the reduced action's P* and against
 the reduced action with the Gaussian fluctuations of the other L^2 - 1 directions of G.
 
-Softmax, L = 32, V = 4, at N = 20 and N = 1 (``jaxattn.copyhead.landscape.landscape`` with its
-defaults; ``jaxattn copy landscape --N 20 --json`` runs the same). With ``--linear``: linear
+Softmax, L = 32, V = 4, at N = 20 and N = 1 (``jaxattn.copyhead.landscape.landscape`` with
+independent windows and no reweighting, ``SAMPLING`` below; ``jaxattn copy landscape --N 20
+--no-exchange --n-chains 4 --reweight-span 0 --json`` runs the same). With ``--linear``: linear
 attention, L = 4, V = 8, along |a_G| at N = 20 and N = 1, the sampled minimum against the reduced
 action's (``jaxattn copy landscape --attention linear --L 4 --V 8 --N 20 --json``).
 
@@ -54,10 +55,12 @@ LINEAR = network.CopyArch(4, 8, "linear")
 FIGURES = OPT.out_dir
 FIG = os.path.join(FIGURES, "copy_landscape_sampled")
 NS = (20.0, 1.0)
-SAMPLING = {}  # the sampler's sizes: landscape's defaults
+# the scheme the claims page reports: independent windows, 4 chains each, a scan of five P around
+# the theory's P* and secant steps (landscape's defaults before replica exchange and reweighting)
+SAMPLING = dict(exchange=False, n_chains=4, reweight_span=0)
 if OPT.quick:  # N = 20 alone (each N is compiled anew), few short chains, at most one P added
     NS = (20.0,)
-    SAMPLING = dict(max_extend=1, max_spacing=1.0, n_chains=2, burn_in=20, n_draws=10, thin=2, n_bins=8)
+    SAMPLING = dict(SAMPLING, max_extend=1, max_spacing=1.0, n_chains=2, burn_in=20, n_draws=10, thin=2, n_bins=8)
 
 
 def add_corrected(row: dict, N: float) -> None:

@@ -17,7 +17,7 @@ Priors (L = 4, H = 4):
 Each head of an end state is labelled by the signs of its overlaps with |M[h, f]| > 0.5, e.g.
 "+-" (on s_0 - s_1 in sign), "+0" (on +s_0 alone).
 
-Run:  python scripts/slm_end_states.py      (about 15 minutes on 2 cores; N_START, T_END, T_SGD override)
+Run:  python scripts/slm_end_states.py      (about 4 minutes on 2 cores; N_START, T_END, T_SGD override)
       python scripts/slm_end_states.py --quick --out-dir /tmp/figs   (a smoke test: Bayes-softmax
           alone, 2 starts to t = 20, SGD at D = 20 to t = 2, small banks)
 Writes docs/figures/slm_end_states.png, docs/figures/slm_excursion.png (or the same under

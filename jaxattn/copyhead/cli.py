@@ -17,7 +17,14 @@ import click
 import numpy as np
 
 from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, ints, words
-from jaxattn.copyhead.config import CopyConfig, CopyData, SGLDConfig
+from jaxattn.copyhead.config import (
+    LANDSCAPE_KERNELS,
+    REWEIGHT_SPAN,
+    CopyConfig,
+    CopyData,
+    CopyLandscapeConfig,
+    SGLDConfig,
+)
 from jaxattn.copyhead.network import ATTENTIONS, LINEAR_NORMS, CopyArch
 from jaxattn.core.checks import plain
 
@@ -222,7 +229,12 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
 
 
 @copy.command()
-@config_options(CopyArch, choices=CHOICES)
+@config_options(
+    CopyLandscapeConfig,
+    choices={**CHOICES, "kernel": LANDSCAPE_KERNELS},
+    skip=("N", "n_windows", "c_lo", "c_hi", "chain_seed"),
+    defaults={"reweight_span": REWEIGHT_SPAN},
+)
 @click.option("--N", "N", callback=_N, default="20", show_default=True, help="Inverse temperature of exp(-N U).")
 @click.option(
     "--P",
@@ -232,22 +244,8 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
     help="Sample sizes (comma-separated; default: a grid around the theory's P*).",
 )
 @click.option("--data-seed", type=int, default=0, show_default=True, help="The training data set.")
-@click.option("--n-chains", type=int, default=4, show_default=True, help="SGLD chains per umbrella window.")
-@click.option("--burn-in", type=int, default=1000, show_default=True, help="SGLD steps before the first draw.")
-@click.option("--n-draws", type=int, default=200, show_default=True, help="Draws per chain.")
-@click.option("--thin", type=int, default=10, show_default=True, help="SGLD steps between draws.")
 @click.option(
-    "--max-spacing",
-    type=float,
-    default=0.2,
-    show_default=True,
-    help="Largest spacing of the windows on c_G (softmax) or |a_G| (linear).",
-)
-@click.option(
-    "--spring",
-    type=float,
-    default=None,
-    help="Spring constant of the windows on c_G or |a_G| (default: from the action).",
+    "--n-chains", type=int, default=2, show_default=True, help="Ladders of umbrella windows (chains per window)."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
 @progress_option
@@ -256,28 +254,17 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
-def landscape(
-    N, P, data_seed, n_chains, burn_in, n_draws, thin, max_spacing, spring, seed, progress, figure, as_json, **o
-):
+def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):
     """Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token weight, with P*
     from sampling; linear along |a_G|, with the minimum against the theory's."""
+    import dataclasses
+
     from jaxattn.copyhead import landscape
     from jaxattn.copyhead.plots import sampled_landscape_figure
 
-    r = landscape.landscape(
-        config_from(CopyArch, o),
-        P,
-        N,
-        progress=progress,
-        data_seed=data_seed,
-        n_chains=n_chains,
-        burn_in=burn_in,
-        n_draws=n_draws,
-        thin=thin,
-        max_spacing=max_spacing,
-        spring=spring,
-        seed=seed,
-    )
+    arch = config_from(CopyArch, o)
+    sampler = {k: v for k, v in o.items() if k not in {f.name for f in dataclasses.fields(CopyArch)}}
+    r = landscape.landscape(arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler)
     if figure:
         sampled_landscape_figure(r, figure)
     profs = r.pop("profiles")

@@ -16,10 +16,13 @@ stalls on barriers of tens of ``kT``): the reduced potential of draw ``n`` in wi
 density on bins of ``a`` with analytical uncertainties (:func:`profile`). Draws are thinned to
 independent ones first, by each window's statistical inefficiency (``pymbar.timeseries``).
 
-Why umbrella sampling and not replica exchange: the barrier is along one known order parameter,
-and the quantity wanted is the profile along it. Windows give it directly, with errors, at every
-``a`` including the barrier top, which a tempered ensemble visits rarely. Replica exchange would
-need a temperature ladder over all ``L^2 + V^2`` parameters.
+Why umbrella windows, and replica exchange between them: the barrier is along one known order
+parameter, and the quantity wanted is the profile along it. Windows give it directly, with errors,
+at every ``a`` including the barrier top, which a tempered ensemble visits rarely (a temperature
+ladder would span all ``L^2 + V^2`` parameters). Exchanging positions between neighbouring windows
+(:func:`exchange_delta`, :mod:`jaxattn.core.kernels.exchange`) lets a chain stuck in a slow
+direction other than ``a`` walk along the windows and come back decorrelated, at the price of
+the biases only: ``N U`` is common to every window and cancels from the swap's acceptance.
 
 pymbar's solvers use JAX when it is installed and switch on float64 globally the first time they
 run. :func:`profile` calls them inside a local ``jax.enable_x64(True)``, so the caller's precision
@@ -133,6 +136,30 @@ def biased_potential(
     return U
 
 
+def exchange_delta(
+    order: Float[Array, " K"], centers: Float[Array, " K"], spring: Float[Array, " K"]
+) -> Float[Array, " K1"]:
+    """The exchange of windows ``i`` and ``i + 1`` (:func:`jaxattn.core.kernels.exchange.swap`):
+    ``delta_i = u_i(a_{i+1}) + u_{i+1}(a_i) - u_i(a_i) - u_{i+1}(a_{i+1})`` with the reduced
+    biases ``u_k(a) = kappa_k (a - a_k)^2 / 2``; the unbiased ``N U`` is common to both windows
+    and cancels, so only the order parameters ``a_k`` of the chains now in each window enter.
+
+    Args:
+        order: the order parameter of the chain in each window, shape ``(K,)``.
+        centers: the windows' centres, shape ``(K,)``.
+        spring: their spring constants, shape ``(K,)``.
+
+    Returns:
+        ``delta`` per neighbouring pair, shape ``(K - 1,)``.
+    """
+
+    def u(k, a):
+        return 0.5 * spring[k] * (a - centers[k]) ** 2
+
+    lo, hi = slice(None, -1), slice(1, None)
+    return u(lo, order[hi]) + u(hi, order[lo]) - u(lo, order[lo]) - u(hi, order[hi])
+
+
 class WindowDraws(NamedTuple):
     """The draws of every window and chain.
 
@@ -164,7 +191,11 @@ class Profile(NamedTuple):
 
 
 def profile(
-    draws: WindowDraws, w: Windows, bin_edges: np.ndarray, transform: Callable[[np.ndarray], np.ndarray] | None = None
+    draws: WindowDraws,
+    w: Windows,
+    bin_edges: np.ndarray,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
+    shift: Float[np.ndarray, "K C T"] | None = None,
 ) -> Profile:
     """``F(x) = -ln p(x)`` from the windows' draws by MBAR (``pymbar.FES``, histogram on
     ``bin_edges``), for ``x = transform(a)`` of the biased coordinate ``a`` (default ``x = a``):
@@ -177,6 +208,9 @@ def profile(
         w: their windows.
         bin_edges: increasing bin edges of ``x``, shape ``(B + 1,)``.
         transform: ``x = transform(a)``, elementwise on NumPy arrays (default: the identity).
+        shift: per draw, the reduced potential of another target relative to the sampled one,
+            shape ``(K, chains, draws)``: the profile of ``exp(-N U - shift)`` from the same draws
+            (default: the sampled target's).
 
     Returns:
         :class:`Profile` on the bins' centres.
@@ -189,11 +223,15 @@ def profile(
     edges = np.asarray(bin_edges, float)
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
         raise ValueError("bin_edges must be an increasing 1-D array of at least 2 edges")
-    a_n, u_kn, N_k, flagged, n_ind = _independent(draws, w)
+    if shift is None:
+        a_n, u_kn, N_k, flagged, n_ind = _independent(draws, w)
+        u_n = np.zeros_like(a_n)
+    else:
+        a_n, u_kn, N_k, flagged, n_ind, u_n = _independent(draws, w, shift)
     x_n = a_n if transform is None else np.asarray(transform(a_n), float)
     with jax.enable_x64(True):  # pymbar's JAX solvers would otherwise switch float64 on globally
         fes = FES(u_kn, N_k, verbose=False, mbar_options={"initialize": "BAR"})
-        fes.generate_fes(np.zeros_like(x_n), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
+        fes.generate_fes(np.asarray(u_n, float), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
         mid = 0.5 * (edges[1:] + edges[:-1])
         occupied = np.histogram(x_n, edges)[0] > 0
         res = fes.get_fes(mid[occupied], reference_point="from-lowest", uncertainty_method="analytical")
@@ -203,10 +241,12 @@ def profile(
     return Profile(mid, F, dF, flagged, n_ind)
 
 
-def _independent(draws: WindowDraws, w: Windows):
+def _independent(draws: WindowDraws, w: Windows, *extra: np.ndarray):
     """The windows' draws thinned to independent ones (``pymbar.timeseries``), pooled, with the
     reduced bias potentials ``u_kn`` of every kept window on every draw: ``(a_n, u_kn, N_k,
-    flagged, n_independent)``; windows with a diverged chain are flagged and left out."""
+    flagged, n_independent, *extra_n)``; windows with a diverged chain are flagged and left out.
+    Each of ``extra`` (leading axes ``(K, chains, draws)`` like ``draws.a``) is thinned and pooled
+    the same way."""
     from pymbar import timeseries
 
     a = np.asarray(draws.a, float)
@@ -215,42 +255,66 @@ def _independent(draws: WindowDraws, w: Windows):
         raise ValueError("every window diverged: lower the step size")
     keep = np.flatnonzero(~flagged)
     samples, n_ind = [], np.zeros(len(w.centers), int)
+    picked: list[list[np.ndarray]] = [[] for _ in extra]
     for k in keep:
-        chains = []
-        for c in a[k]:
-            idx = timeseries.subsample_correlated_data(c) if np.ptp(c) > 0 else np.arange(c.size)
-            chains.append(c[np.asarray(idx, int)])
-        s = np.concatenate(chains)
-        samples.append(s)
-        n_ind[k] = s.size
+        n_k = 0
+        for j, c in enumerate(a[k]):
+            idx = np.asarray(timeseries.subsample_correlated_data(c) if np.ptp(c) > 0 else np.arange(c.size), int)
+            samples.append(c[idx])
+            for e, out in zip(extra, picked):
+                out.append(np.asarray(e)[k, j][idx])
+            n_k += idx.size
+        n_ind[k] = n_k
     a_n = np.concatenate(samples)
     centers, spring = np.asarray(w.centers)[keep], np.asarray(w.spring)[keep]
     u_kn = 0.5 * spring[:, None] * (a_n[None, :] - centers[:, None]) ** 2
-    return a_n, u_kn, n_ind[keep], flagged, n_ind
+    return (a_n, u_kn, n_ind[keep], flagged, n_ind, *(np.concatenate(out) for out in picked))
 
 
-def probability(draws: WindowDraws, w: Windows, event: Callable[[np.ndarray], np.ndarray]) -> tuple[float, float]:
+def probability(
+    draws: WindowDraws,
+    w: Windows,
+    event: Callable[[np.ndarray], np.ndarray],
+    shift: Float[np.ndarray, "K C T S"] | None = None,
+) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
     """The unbiased probability of ``event(a)`` (e.g. one basin of the profile), by MBAR
-    (``pymbar.MBAR.compute_expectations`` of the indicator, analytical error).
+    (``pymbar.MBAR.compute_expectations`` of the indicator, analytical error); with ``shift``,
+    also under the targets ``exp(-N U - shift_s)`` that differ from the sampled one by a known
+    reduced potential recorded at every draw (the same draws reweighted).
 
     Args:
         draws: the windows' draws.
         w: their windows.
         event: a boolean function of the order parameter, elementwise on NumPy arrays.
+        shift: per draw, the reduced potential of each other target relative to the sampled
+            one, shape ``(K, chains, draws, S)``.
 
     Returns:
-        ``(p, dp)``: the probability and its standard error.
+        ``(p, dp)``: the probability and its standard error, scalars, or with ``shift`` arrays of
+            shape ``(S,)``, one per target.
 
     Raises:
         ValueError: if every window diverged.
     """
     from pymbar import MBAR
 
-    a_n, u_kn, N_k, _, _ = _independent(draws, w)
+    if shift is None:
+        a_n, u_kn, N_k, _, _ = _independent(draws, w)
+        targets = np.zeros((1, a_n.size))
+    else:
+        a_n, u_kn, N_k, _, _, s_n = _independent(draws, w, shift)
+        targets = np.asarray(s_n, float).T
     with jax.enable_x64(True):
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
-        res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=np.zeros((1, a_n.size)))
-    return float(np.ravel(res["mu"])[0]), float(np.ravel(res["sigma"])[0])
+        A = np.asarray(event(a_n), float)
+        mu, sigma = [], []
+        for u in targets:  # one expectation per target: its own normalisation and error
+            res = mbar.compute_expectations(A, u_kn=u[None, :])
+            mu.append(float(np.ravel(res["mu"])[0]))
+            sigma.append(float(np.ravel(res["sigma"])[0]))
+    if shift is None:
+        return mu[0], sigma[0]
+    return np.asarray(mu), np.asarray(sigma)
 
 
 class Basins(NamedTuple):

@@ -650,6 +650,8 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
         rest = var.shape[1:]
         if var.dtype == bool:
             arr = np.zeros((grid.n_points,) + rest, bool)
+        elif complete and np.issubdtype(var.dtype, np.integer):  # no point missing: no NaN needed
+            arr = np.zeros((grid.n_points,) + rest, var.dtype)
         else:
             dtype = var.dtype if np.issubdtype(var.dtype, np.floating) else np.float64
             arr = np.full((grid.n_points,) + rest, np.nan, dtype=dtype)

@@ -3,28 +3,40 @@ sampling (``docs/theory/copy_head.md``, section 6).
 
 The posterior of ``G`` with ``W`` integrated out exactly, projected on the previous-token weight
 ``a``, is sampled across the barrier by umbrella windows (:mod:`~jaxattn.copyhead.landscape.windows`)
-with SGLD on the engine (:mod:`~jaxattn.copyhead.landscape.experiment`, the ``copy_landscape``
-experiment) and turned into ``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape.profiles`); the
-basins' probabilities give ``P*`` from sampling (:mod:`~jaxattn.copyhead.landscape.search`). The
+with SGLD or MALA and replica exchange between neighbouring windows on the engine
+(:mod:`~jaxattn.copyhead.landscape.experiment`, the ``copy_landscape`` experiment) and turned into
+``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape.profiles`); the basins' probabilities, at the
+sampled ``P`` and reweighted to its neighbours, give ``P*`` from sampling
+(:mod:`~jaxattn.copyhead.landscape.search`). The
 theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 :mod:`jaxattn.copyhead.fluctuations`.
 """
 
 from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape.profiles import SampledProfile, profile_of, sampled_profile, window_diagnostics
-from jaxattn.copyhead.landscape.search import landscape, landscape_of_dataset, linear_landscape
+from jaxattn.copyhead.landscape.profiles import (
+    SampledProfile,
+    profile_of,
+    reweighted_log_ratio,
+    reweighted_profile,
+    sampled_profile,
+    window_diagnostics,
+)
+from jaxattn.copyhead.landscape.search import curve_crossing, landscape, landscape_of_dataset, linear_landscape
 from jaxattn.copyhead.landscape.windows import place_windows, posterior_target
 from jaxattn.core import checks
 
 __all__ = [
     "COPY_LANDSCAPE",
     "SampledProfile",
+    "curve_crossing",
     "landscape",
     "landscape_of_dataset",
     "linear_landscape",
     "place_windows",
     "posterior_target",
     "profile_of",
+    "reweighted_log_ratio",
+    "reweighted_profile",
     "sampled_profile",
     "window_diagnostics",
 ]

@@ -1,22 +1,25 @@
-"""The ``copy_landscape`` experiment: one SGLD chain per ``(P, data_seed, window, chain)`` on the
-copy head's posterior biased by an umbrella window (:mod:`jaxattn.copyhead.landscape.windows`),
-placed from ``(config, P)`` alone, so a sweep runs it as the Python API does.
+"""The ``copy_landscape`` experiment: one ladder of umbrella windows per ``(P, data_seed, chain)``
+on the copy head's posterior (:mod:`jaxattn.copyhead.landscape.windows`), an SGLD chain in each,
+with replica exchange between neighbours; the windows are placed from ``(config, P)`` alone, so a
+sweep runs it as the Python API does.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import PRNGKeyArray
 
 from jaxattn.copyhead.config import CopyLandscapeConfig
 from jaxattn.copyhead.data import data_key, member_stats, stream_data
 from jaxattn.copyhead.landscape.windows import ansatz_logits, default_range, place_windows, posterior_target
 from jaxattn.core import umbrella
-from jaxattn.core.kernels import sgld
+from jaxattn.core.kernels import exchange, mala, sgld
 from jaxattn.engine import Experiment, Layout, int_axis, over_groups, segments, stream_values
 
 
@@ -50,101 +53,187 @@ def _placed(config: CopyLandscapeConfig, P: int) -> tuple[umbrella.Windows, np.n
     return w, targets, np.asarray(G0), config.step / (N + float(w.spring[0]) * float(jnp.max(g2)))
 
 
+def _shifts(config: CopyLandscapeConfig) -> np.ndarray:
+    """The shifts ``d`` of ``P`` whose action a draw records: ``-reweight_span .. reweight_span``."""
+    return np.arange(-config.reweight_span, config.reweight_span + 1)
+
+
+def _keys(config: CopyLandscapeConfig, chain: int) -> tuple[PRNGKeyArray, PRNGKeyArray]:
+    """``(window keys, swap key)`` of a ladder: window ``k``'s chain ``c`` is keyed
+    ``fold_in(fold_in(key, k), c)``, its swaps ``fold_in(fold_in(key, n_windows), c)`` (no
+    window has that index)."""
+    base = jax.random.key(config.chain_seed)
+    keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, w), chain) for w in range(config.n_windows)])
+    return keys, jax.random.fold_in(jax.random.fold_in(base, config.n_windows), chain)
+
+
 class CopyLandscape(Experiment):
-    """One SGLD chain per point on the marginal posterior of ``G`` (``W`` integrated out
-    exactly: the exact action B.3a, :func:`posterior_target`) biased by umbrella window
-    ``window`` of its ``P`` (:func:`place_windows`): the windows' coordinate at every kept draw,
-    the window, and whether the chain diverged. :func:`profile_of` turns a ``P``'s windows into
-    ``F(a)`` by MBAR; :func:`sampled_profile` and :func:`landscape` run it, and so does a sweep.
+    """One ladder of ``n_windows`` SGLD chains per point on the marginal posterior of ``G`` (``W``
+    integrated out exactly: the exact action B.3a, :func:`posterior_target`), window ``k``'s chain
+    biased by umbrella window ``k`` of its ``P`` (:func:`place_windows`), with replica exchange
+    between neighbouring windows every ``swap_every`` steps
+    (:mod:`jaxattn.core.kernels.exchange`; none without ``exchange``): per window the
+    windows' coordinate at every kept draw, the replica there, and whether its chain diverged; per
+    neighbouring pair the swaps attempted and accepted. :func:`profile_of` turns a ``P``'s
+    windows into ``F(a)`` by MBAR; :func:`sampled_profile` and :func:`landscape` run it, and so
+    does a sweep.
+
+    A step's cost does not grow with ``P``: the exact action sees the data only through the
+    token co-occurrence counts (:func:`jaxattn.copyhead.network.stats`, shape ``(L V, L V)``),
+    computed once per point.
 
     Attributes:
         name: ``"copy_landscape"``.
         doc: one line describing it.
         config_type: :class:`~jaxattn.copyhead.config.CopyLandscapeConfig`.
-        axes: ``P``, ``data_seed``, ``window`` and ``chain``.
+        axes: ``P``, ``data_seed`` and ``chain`` (the ladder's noise).
         block: default streams per block.
         group: default members per group.
     """
 
     name = "copy_landscape"
-    doc = "copy task, umbrella windows on the posterior of G (jaxattn.copyhead.landscape)"
+    doc = "copy task, umbrella windows with replica exchange on the posterior of G (jaxattn.copyhead.landscape)"
     config_type = CopyLandscapeConfig
     axes = (
         int_axis("P", 340, 1, shared=True, help="Training sequences."),
         int_axis("data_seed", 0, 0, help="The data set."),
-        int_axis("window", 0, 0, shared=True, help="The umbrella window (0 to n_windows - 1)."),
-        int_axis("chain", 0, 0, shared=True, help="The chain of a window (its noise)."),
+        int_axis("chain", 0, 0, shared=True, help="The ladder of windows (its noise)."),
     )
     block = 1  # one data set is the usual case
-    group = 32  # members (windows x chains) vectorised together
+    # a ladder already vectorises its n_windows chains: wider groups gained nothing measured
+    # (2 ladders of 56 at L = 32: 29k chain-steps/s with group 1 or 2), and a group larger than
+    # the grid is padded (group 4 with 2 ladders: 17k)
+    group = 1
 
     def setup(self, c: CopyLandscapeConfig, values):
-        if max(values["window"]) >= c.n_windows:
-            raise ValueError(f"window must be below n_windows={c.n_windows}, got {max(values['window'])}")
+        if c.reweight_span >= min(values["P"]):
+            raise ValueError(f"reweight_span must be below the smallest P ({min(values['P'])}), got {c.reweight_span}")
         sched = sgld.schedule(segments(c.burn_in, 5), segments(c.n_draws))
-        static = LandscapeStatic(
-            c,
-            -(-max(values["P"]) // 128) * 128,
-            sched,
-        )
+        static = LandscapeStatic(c, -(-(max(values["P"]) + c.reweight_span) // 128) * 128, sched)
         return static, {}
 
     def params(self, s: LandscapeStatic, points):
         placed = [_placed(s.config, int(P)) for P in points["P"]]
-        k = [int(x) for x in points["window"]]
-        base = jax.random.key(s.config.chain_seed)
+        keys = [_keys(s.config, int(c)) for c in points["chain"]]
         return {
             "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
-            "chain_key": jnp.stack(
-                [jax.random.fold_in(jax.random.fold_in(base, w), c) for w, c in zip(k, points["chain"])]
-            ),
+            "chain_key": jnp.stack([k[0] for k in keys]),
+            "swap_key": jnp.stack([k[1] for k in keys]),
             "P": jnp.asarray(points["P"], jnp.int32),
-            "center": jnp.asarray([p[0].centers[w] for p, w in zip(placed, k)], jnp.float32),
-            "spring": jnp.asarray([p[0].spring[w] for p, w in zip(placed, k)], jnp.float32),
-            "target": jnp.asarray([p[1][w] for p, w in zip(placed, k)], jnp.float32),
-            "G0": jnp.asarray(np.stack([p[2][w] for p, w in zip(placed, k)]), jnp.float32),
+            "center": jnp.asarray(np.stack([p[0].centers for p in placed]), jnp.float32),
+            "spring": jnp.asarray(np.stack([p[0].spring for p in placed]), jnp.float32),
+            "target": jnp.asarray(np.stack([p[1] for p in placed]), jnp.float32),
+            "G0": jnp.asarray(np.stack([p[2] for p in placed]), jnp.float32),
             "eps": jnp.asarray([p[3] for p in placed], jnp.float32),
         }
 
-    def _kernel(self, s: LandscapeStatic):
+    def _kernel(self, s: LandscapeStatic) -> tuple[mala.MALA, Callable]:
+        """The windows' kernel as ``(init(x, data), step, refresh or None)`` and the order
+        parameter: SGLD's state caches nothing of its window, MALA's caches the density."""
         potential, order = posterior_target(s.config.arch)
-        return sgld.sgld(umbrella.biased_potential(potential, order, s.config.N), s.config.N), order
+        U = umbrella.biased_potential(potential, order, s.config.N)
+        if s.config.kernel == "mala":
+            return mala.mala(U, s.config.N), order
+        k = sgld.sgld(U, s.config.N)
+        return mala.MALA(lambda x, data: k.init(x), k.step, None), order  # pyright: ignore[reportArgumentType]
 
     def init(self, s: LandscapeStatic, shared, p, n_groups):
         kernel, _ = self._kernel(s)
         X = stream_data(s.config.arch, stream_values(p["data_key"]), s.n_max)
+        K, n_draws = s.config.n_windows, s.config.n_draws
+        N = jnp.float32(s.config.N)
+
+        def point(G0, stats, center, spring):
+            chains = jax.vmap(kernel.init, in_axes=(0, ((None, None), 0, 0)))(G0, ((stats, N), center, spring))
+            return exchange.ladder(chains)
 
         def group(q):
             st = member_stats(X, q["P"], s.n_max)
-            chains = jax.vmap(jax.vmap(kernel.init))(q["G0"])
-            return chains, st, jnp.zeros(q["P"].shape + (s.config.n_draws,), jnp.float32)
+            ladders = jax.vmap(jax.vmap(point))(q["G0"], st, q["center"], q["spring"])
+            shape = q["P"].shape + (K, n_draws)
+            draws = {"c": jnp.zeros(shape, jnp.float32), "replica": jnp.zeros(shape, jnp.int32)}
+            if not s.config.reweight_span:
+                return ladders, st, draws
+            # the statistics of P + d, leading axes (S, M, shift)
+            shifted = jax.vmap(lambda d: member_stats(X, q["P"] + d, s.n_max), out_axes=2)(_shifts(s.config))
+            draws["dS"] = jnp.zeros(shape + (_shifts(s.config).size,), jnp.float32)
+            return ladders, (st, shifted), draws
 
         return over_groups(group, n_groups, p)
 
     def step(self, s: LandscapeStatic, shared, p, state, k, n_groups):
         kernel, order = self._kernel(s)
+        c = s.config
         adv, first, nd = (jnp.asarray(t)[k] for t in s.schedule)
-        N = jnp.float32(s.config.N)
+        t0 = jnp.asarray(np.concatenate([[0], np.cumsum(s.schedule.steps(c.thin))[:-1]]))[k]
+        N = jnp.float32(c.N)
 
-        def chain(key, st, stats, center, spring, eps, draws):
+        potential = posterior_target(c.arch)[0]
+
+        def ladder(keys, swap_key, ld, stats, center, spring, eps, draws):
+            stats, shifted = stats if c.reweight_span else (stats, None)
             data = ((stats, N), center, spring)
-            return sgld.run_segment(
-                kernel, lambda G, _: order(G), key, st, data, eps, adv, nd, s.config.thin, first, draws
+            per_window = ((None, None), 0, 0)
+
+            def step_fn(chains):
+                ks = jax.vmap(jax.random.fold_in)(keys, chains.step)
+                return jax.vmap(kernel.step, in_axes=(0, 0, per_window, None))(ks, chains, data, eps)
+
+            def observe(chains):
+                obs = {"c": jax.vmap(order)(chains.position)}
+                if shifted is not None:  # S_{P+d}(G) - S_P(G) of each window's G, for every d
+
+                    def dS(G):
+                        here = potential(G, (stats, N))
+                        return N * (jax.vmap(lambda st: potential(G, (st, N)))(shifted) - here)
+
+                    obs["dS"] = jax.vmap(dS)(chains.position)
+                return obs
+
+            def delta(chains):
+                return umbrella.exchange_delta(jax.vmap(order)(chains.position), center, spring), chains.diverged
+
+            refresh = None
+            if kernel.refresh is not None:
+                refresh = lambda chains: jax.vmap(kernel.refresh, in_axes=(0, per_window))(chains, data)  # noqa: E731
+            return exchange.run_segment(
+                step_fn,
+                observe,
+                delta,
+                swap_key,
+                ld,
+                t0,
+                adv,
+                nd,
+                c.thin,
+                first,
+                draws,
+                c.swap_every if c.exchange else None,
+                refresh,
             )
 
-        def group(chains, stats, draws, q):
-            chains, draws = jax.vmap(jax.vmap(chain))(
-                q["chain_key"], chains, stats, q["center"], q["spring"], q["eps"], draws
+        def group(ladders, stats, draws, q):
+            ladders, draws = jax.vmap(jax.vmap(ladder))(
+                q["chain_key"], q["swap_key"], ladders, stats, q["center"], q["spring"], q["eps"], draws
             )
-            return chains, stats, draws
+            return ladders, stats, draws
 
         return over_groups(group, n_groups, *state, p)
 
     def finish(self, s, shared, p, state, n_groups):
-        chains, _, draws = state
+        ladders, _, draws = state
         return {
-            "c": draws,
-            "diverged": chains.diverged,
+            **({"dS": draws["dS"]} if s.config.reweight_span else {}),
+            "c": draws["c"],
+            "replica": draws["replica"],
+            "diverged": ladders.chains.diverged,
+            "move_acceptance": (
+                ladders.chains.accepted / jnp.maximum(ladders.chains.step, 1)
+                if s.config.kernel == "mala"
+                else jnp.ones_like(ladders.chains.step, jnp.float32)
+            ),
+            "accepted": ladders.accepted,
+            "attempted": ladders.attempted,
             "center": p["center"],
             "spring": p["spring"],
             "target": p["target"],
@@ -152,15 +241,44 @@ class CopyLandscape(Experiment):
         }
 
     def layout(self, s: LandscapeStatic) -> Layout:
+        K = s.config.n_windows
+        span = s.config.reweight_span
         return Layout(
-            {"c": ("draw",), "diverged": (), "center": (), "spring": (), "target": (), "eps": ()},
-            {"draw": np.arange(s.config.n_draws)},
-            {"c": "the windows' coordinate: c_G (softmax) or |a_G| (linear)", "center": "the window's centre"},
+            {
+                **({"dS": ("window", "draw", "shift")} if span else {}),
+                "c": ("window", "draw"),
+                "replica": ("window", "draw"),
+                "diverged": ("window",),
+                "move_acceptance": ("window",),
+                "accepted": ("pair",),
+                "attempted": ("pair",),
+                "center": ("window",),
+                "spring": ("window",),
+                "target": ("window",),
+                "eps": (),
+            },
+            {
+                "window": np.arange(K),
+                "pair": np.arange(K - 1),
+                "draw": np.arange(s.config.n_draws),
+                **({"shift": _shifts(s.config)} if span else {}),
+            },
+            {
+                "dS": "S at P + shift minus S at P, of the window's draw (reweighting to other P)",
+                "c": "the windows' coordinate: c_G (softmax) or |a_G| (linear)",
+                "replica": "the replica in the window, by the window it started in",
+                "move_acceptance": "the fraction of the kernel's moves accepted (1 for SGLD) by the replica now there",
+                "accepted": "swaps accepted between windows pair and pair + 1",
+                "attempted": "swaps attempted between windows pair and pair + 1",
+                "center": "the window's centre",
+            },
         )
 
     def bytes_per_point(self, s: LandscapeStatic) -> int:
-        a = s.config.arch
-        return 4 * (s.n_max * a.L * a.V * 2 // 32 + 4 * a.L * a.L + (a.L * a.V) ** 2 + 2 * s.config.n_draws)
+        a, c = s.config.arch, s.config
+        n_shift = 2 * c.reweight_span + 1 if c.reweight_span else 0
+        per_window = 4 * a.L * a.L + (2 + n_shift) * c.n_draws
+        return 4 * (s.n_max * a.L * a.V * 2 // 32 + (1 + n_shift) * (a.L * a.V) ** 2 + c.n_windows * per_window)
 
     def progress_units(self, s: LandscapeStatic):
         return s.schedule.steps(s.config.thin), "step"

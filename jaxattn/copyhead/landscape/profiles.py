@@ -5,6 +5,7 @@ into ``F(a)`` by MBAR, their health, the profile's minimum and the basins' log-o
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import NamedTuple
 
 import jax.numpy as jnp
@@ -18,6 +19,7 @@ from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape.windows import default_range, place_windows
 from jaxattn.copyhead.profile import prev_weight, profile_coordinate, theory_profile
 from jaxattn.core import checks, diagnostics, umbrella
+from jaxattn.core.kernels import exchange
 from jaxattn.engine import Grid
 
 
@@ -38,6 +40,14 @@ class SampledProfile(NamedTuple):
         ess: each window's effective sample size of ``x``, shape ``(K,)``.
         flagged: windows left out because a chain diverged, shape ``(K,)``.
         draws: the windows' draws of ``x`` (:class:`jaxattn.core.umbrella.WindowDraws`).
+        acceptance: per neighbouring pair of windows the fraction of replica swaps accepted,
+            over every ladder, shape ``(K - 1,)`` (``NaN`` without exchange).
+        passages: replicas' walks from one end of the ladder to the other, summed over ladders
+            (:func:`jaxattn.core.kernels.exchange.passages`; 0 without exchange).
+        shifts: the shifts ``d`` of ``P`` whose action the draws recorded, shape ``(S,)``
+            (empty without ``reweight_span``).
+        dS: per draw, ``S_{P+d}(G) - S_P(G)``, shape ``(K, chains, draws, S)`` (``None``
+            without ``reweight_span``).
     """
 
     a: np.ndarray
@@ -51,6 +61,10 @@ class SampledProfile(NamedTuple):
     ess: np.ndarray
     flagged: np.ndarray
     draws: umbrella.WindowDraws
+    acceptance: np.ndarray
+    passages: int
+    shifts: np.ndarray
+    dS: np.ndarray | None
 
 
 def sampled_profile(
@@ -64,17 +78,21 @@ def sampled_profile(
     spring: float | None = None,
     n_windows: int | None = None,
     n_bins: int = 40,
-    n_chains: int = 4,
+    n_chains: int = 2,
     burn_in: int = 1000,
     n_draws: int = 200,
     thin: int = 10,
     step: float = 0.05,
+    kernel: str = "sgld",
+    exchange: bool = True,
+    swap_every: int = 10,
+    reweight_span: int = 0,
     seed: int = 0,
 ) -> SampledProfile:
     """``F(a)`` of the posterior of ``G`` with ``W`` integrated out exactly,
     ``p(G) ~ exp(-S(G))`` (B.3a on the ``P`` sequences of ``data_seed``), by umbrella sampling on
-    ``x`` (:func:`place_windows`) with SGLD (all windows and chains in one compiled program) and
-    MBAR (:mod:`jaxattn.core.umbrella`); the profile is histogrammed on ``a`` on bins evenly
+    ``x`` (:func:`place_windows`) with SGLD and replica exchange between neighbouring windows
+    (every ladder of windows in one compiled program) and MBAR (:mod:`jaxattn.core.umbrella`); the profile is histogrammed on ``a`` on bins evenly
     spaced between the ``a`` of ``c_range``.
 
     - softmax: ``a`` is the previous-token weight and ``x = c = copy_strength(a)``;
@@ -93,12 +111,18 @@ def sampled_profile(
         n_windows: the number of windows (default: as many as the spacing needs,
             :func:`place_windows`).
         n_bins: bins of ``a``.
-        n_chains: chains per window.
+        n_chains: ladders of windows (independent chains per window).
         burn_in: SGLD steps before the first draw.
         n_draws: draws per chain.
         thin: SGLD steps between draws.
         step: SGLD step size times ``N`` plus the bias's curvature (the step is
             ``step / (N + kappa |grad c|^2)``, stable for ``step`` below about 0.1).
+        kernel: the windows' sampler, ``"sgld"`` or ``"mala"`` (Metropolis-adjusted: no
+            step-size bias).
+        exchange: replica exchange between neighbouring windows (off: independent windows).
+        swap_every: SGLD steps between rounds of exchange.
+        reweight_span: record the action at ``P + d`` for ``|d| <= reweight_span`` at every draw
+            (:func:`reweighted_log_ratio`; 0: none).
         seed: seed of the chains.
 
     Returns:
@@ -130,9 +154,13 @@ def sampled_profile(
         n_draws=n_draws,
         thin=thin,
         step=step,
+        kernel=kernel,
+        exchange=exchange,
+        swap_every=swap_every,
+        reweight_span=reweight_span,
         chain_seed=seed,
     ).validate()
-    grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], window=range(config.n_windows), chain=range(n_chains)))
+    grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], chain=range(n_chains)))
     ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed})
     return profile_of(ds.isel(P=0), config, P, n_bins)
 
@@ -144,8 +172,9 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
     between the ``a`` of the targets' span, with each window's split R-hat and ESS.
 
     Args:
-        ds: the experiment's dataset at one ``P`` and data set: ``c`` ``(window, chain, draw)``,
-            ``diverged``, ``center``, ``spring`` and ``target`` ``(window, chain)``.
+        ds: the experiment's dataset at one ``P`` and data set: ``c`` and ``replica``
+            ``(chain, window, draw)``, ``diverged``, ``center``, ``spring`` and ``target``
+            ``(chain, window)``, ``accepted`` and ``attempted`` ``(chain, pair)``.
         config: the experiment's config.
         P: the number of sequences (for the theory's line).
         n_bins: bins of ``a``.
@@ -154,10 +183,21 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
         :class:`SampledProfile`.
     """
     arch = config.arch
-    ds = ds.transpose("window", "chain", "draw")
+    ds = ds.transpose("window", "chain", "draw", "pair", ...)
     c = np.asarray(ds["c"].values, float)
     w = umbrella.Windows(np.asarray(ds["center"].values[:, 0], float), np.asarray(ds["spring"].values[:, 0], float))
     targets = np.asarray(ds["target"].values[:, 0], float)
+    tried = ds["attempted"].values.sum(axis=0)
+    acceptance = np.where(tried > 0, ds["accepted"].values.sum(axis=0) / np.maximum(tried, 1), np.nan)
+    replica = np.asarray(ds["replica"].transpose("chain", "window", "draw").values)
+    walks = sum(exchange.passages(r) for r in replica) if config.exchange else 0
+    cut = np.flatnonzero(acceptance == 0)
+    if cut.size:
+        warnings.warn(
+            f"P={P}: replica exchange never swapped between windows {', '.join(f'{i}-{i + 1}' for i in cut)}: "
+            "the ladder is cut there (window_diagnostics lists them; add windows or lower the spring)",
+            stacklevel=2,
+        )
     draws = umbrella.WindowDraws(jnp.asarray(c), jnp.asarray(ds["diverged"].values))
     lo_hi = config.c_range or default_range(arch)
     a_lo, a_hi = profile_coordinate(arch, np.asarray(lo_hi, float))
@@ -178,25 +218,38 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
         ess,
         prof.flagged,
         draws,
+        acceptance,
+        int(walks),
+        np.asarray(ds["shift"].values) if "dS" in ds else np.zeros(0, int),
+        np.asarray(ds["dS"].transpose("window", "chain", "draw", "shift").values, float) if "dS" in ds else None,
     )
 
 
 def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
     """Per profile, the windows' count and health: how many, how many left out (a diverged chain),
-    the largest split R-hat and the smallest effective sample size of ``c``.
+    the largest split R-hat and the smallest effective sample size of ``c``; with replica
+    exchange, the lowest swap acceptance of a neighbouring pair, the pairs that never swapped (a
+    ladder cut in two there: each side's replicas stay on it), and the replicas' end-to-end
+    passages.
 
     Args:
         profiles: sampled profiles (e.g. the ``profiles`` of :func:`landscape`).
 
     Returns:
         JSON-ready lists keyed ``n_windows``, ``n_flagged_windows``, ``max_window_rhat``,
-            ``min_window_ess``, one entry per profile.
+            ``min_window_ess``, ``min_swap_acceptance`` (``None`` without exchange),
+            ``pairs_never_swapped`` (the pairs' indices) and ``passages``, one entry per profile.
     """
     return dict(
         n_windows=[len(p.targets) for p in profiles],
         n_flagged_windows=[int(p.flagged.sum()) for p in profiles],
         max_window_rhat=[float(np.nanmax(p.rhat)) for p in profiles],
         min_window_ess=[float(np.nanmin(p.ess)) for p in profiles],
+        min_swap_acceptance=[
+            float(np.nanmin(p.acceptance)) if np.isfinite(p.acceptance).any() else None for p in profiles
+        ],
+        pairs_never_swapped=[np.flatnonzero(p.acceptance == 0).tolist() for p in profiles],
+        passages=[p.passages for p in profiles],
     )
 
 
@@ -235,3 +288,51 @@ def basin_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tuple[flo
     p, dp = umbrella.probability(prof.draws, prof.windows, lambda c: prev_weight(c, L) > a_barrier)
     p = float(np.clip(p, 1e-300, 1 - 1e-16))
     return float(np.log(p) - np.log1p(-p)), float(dp / (p * (1 - p)))
+
+
+def reweighted_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`basin_log_ratio` at every ``P + d`` whose action the draws recorded
+    (``reweight_span``): the same draws reweighted by ``exp(-(S_{P+d} - S_P))`` with MBAR, so that
+    one ``P``'s windows give the log-odds' curve around it, each point with its standard error.
+
+    Args:
+        prof: a sampled profile with ``dS``.
+        a_barrier: the dividing point between the basins.
+        L: sequence length.
+
+    Returns:
+        ``(d, log_ratio, error)``, each of shape ``(S,)``.
+
+    Raises:
+        ValueError: if the profile recorded no shifts.
+    """
+    if prof.dS is None:
+        raise ValueError("the profile has no reweighting: sample it with reweight_span > 0")
+    p, dp = umbrella.probability(prof.draws, prof.windows, lambda c: prev_weight(c, L) > a_barrier, prof.dS)
+    p = np.clip(np.asarray(p, float), 1e-300, 1 - 1e-16)
+    return np.asarray(prof.shifts), np.log(p) - np.log1p(-p), np.asarray(dp, float) / (p * (1 - p))
+
+
+def reweighted_profile(prof: SampledProfile, arch: network.CopyArch, d: int) -> umbrella.Profile:
+    """The profile at ``P + d`` from the draws at ``P`` (``reweight_span >= |d|``), by MBAR with
+    the recorded ``S_{P+d} - S_P`` as the target's shift, on the profile's own bins.
+
+    Args:
+        prof: a sampled profile with ``dS``.
+        arch: the network (the profile's coordinate).
+        d: the shift of ``P``, one of ``prof.shifts``.
+
+    Returns:
+        :class:`jaxattn.core.umbrella.Profile` of the posterior at ``P + d``.
+
+    Raises:
+        ValueError: if the profile recorded no shift ``d``.
+    """
+    if prof.dS is None or d not in prof.shifts:
+        raise ValueError(f"d must be one of the recorded shifts {checks.plain(prof.shifts)}, got {checks.plain(d)}")
+    h = prof.a[1] - prof.a[0]
+    edges = np.concatenate([prof.a - h / 2, [prof.a[-1] + h / 2]])
+    j = int(np.flatnonzero(prof.shifts == d)[0])
+    return umbrella.profile(
+        prof.draws, prof.windows, edges, transform=lambda x: profile_coordinate(arch, x), shift=prof.dS[..., j]
+    )

@@ -5,23 +5,27 @@ attention's moving minimum; and the same summaries from a sweep's draws.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
 from jaxattn.copyhead import action, linear, network
-from jaxattn.copyhead.config import CopyLandscapeConfig
+from jaxattn.copyhead.config import REWEIGHT_SPAN, CopyLandscapeConfig
 from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape.profiles import (
     SampledProfile,
     basin_log_ratio,
     profile_of,
+    reweighted_log_ratio,
+    reweighted_profile,
     sampled_minimum,
     sampled_profile,
 )
 from jaxattn.copyhead.landscape.windows import default_range, place_windows
 from jaxattn.copyhead.profile import theory_barrier, theory_slope
-from jaxattn.core import precision, umbrella
+from jaxattn.core import checks, precision, umbrella
 
 
 def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
@@ -53,6 +57,40 @@ def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float
     return float(P0), float(np.sqrt(grad @ cov @ grad))
 
 
+def _resolved(d, y, dy) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The points of a reweighted curve that the draws resolve: finite, with a finite error, and
+    not at the clip of :func:`reweighted_log_ratio` (a target that puts all its weight in one basin
+    is no longer seen by the draws)."""
+    d, y, dy = (np.asarray(v, float) for v in (d, y, dy))
+    ok = np.isfinite(y) & np.isfinite(dy) & (np.abs(y) < 30.0)
+    return d[ok], y[ok], dy[ok]
+
+
+def curve_crossing(P: int, d: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
+    """Where one ``P``'s reweighted log-odds (:func:`reweighted_log_ratio`, at ``P + d``) cross
+    zero: the straight line between the two shifts that bracket the first sign change, with the
+    standard error of the log-odds there over the line's slope (the points share their draws,
+    so the slope is far better known than either point).
+
+    Args:
+        P: the sampled ``P``.
+        d: increasing shifts, shape ``(S,)``.
+        y: the log-odds at ``P + d``, shape ``(S,)``.
+        dy: their standard errors, shape ``(S,)``.
+
+    Returns:
+        ``(P0, error)``; ``(nan, nan)`` without a sign change.
+    """
+    d, y, dy = _resolved(d, y, dy)
+    change = np.flatnonzero(np.sign(y[:-1]) != np.sign(y[1:]))
+    if change.size == 0:
+        return float("nan"), float("nan")
+    i = int(change[0])
+    slope = (y[i + 1] - y[i]) / (d[i + 1] - d[i])
+    x0 = d[i] - y[i] / slope
+    return float(P + x0), float(np.interp(x0, d, dy) / abs(slope))
+
+
 def default_P(p_star: float, slope: float) -> list[int]:
     """A grid of ``P`` around ``p_star`` whose spacing changes the theory's log-odds by about 3:
     ``p_star + k delta`` for ``k = -1 .. 3`` with ``delta = 3 / slope`` (at least 1), rounded to
@@ -78,6 +116,15 @@ def _scan(arch: network.CopyArch, N: float, Ps: list[int], progress: bool, kw: d
     fixed = kw.pop("n_windows", None)
     c_range = kw.get("c_range") or default_range(arch)
     placing = {k: kw[k] for k in ("max_spacing", "spring") if kw.get(k) is not None}
+    # the sampler's settings checked before any work, as sampled_profile will check them
+    fields = {f.name for f in dataclasses.fields(CopyLandscapeConfig)} - {"n_windows", "c_lo", "c_hi"}
+    CopyLandscapeConfig(
+        **{f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)},
+        N=N,
+        **{k: v for k, v in kw.items() if k in fields},
+    ).validate()
+    if "n_chains" in kw:
+        checks.integer("n_chains", kw["n_chains"], 2)
     bar = tqdm(total=len(Ps), desc=f"landscape N={N:g}", disable=not progress)
 
     def needed(p):
@@ -123,6 +170,7 @@ def linear_landscape(
     """
     arch = arch.validate()
     N = action.check_N(N)
+    kw = {k: v for k, v in kw.items() if k != "reweight_span"}  # no P* to find: nothing to reweight
     onset = linear.linear_onsets(arch, N).P_onset
     Ps = (
         sorted({max(1, int(round(f * onset))) for f in (0.5, 1.0, 2.0, 4.0)})
@@ -156,9 +204,20 @@ def _softmax_summary(
     """:func:`landscape`'s dict from its profiles and their basins' log-odds."""
     p_star, a_bar = theory_barrier(arch, N)
     P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
+    curves = [reweighted_log_ratio(p, a_bar, arch.L) if p.dS is not None else None for p in profiles]
+    # with reweighting, the crossing of the curve of the P nearest it (the shortest reweighting)
+    found = [(abs(c0 - P), c0, e) for P, cv in zip(Ps, curves) if cv is not None for c0, e in [curve_crossing(P, *cv)]]
+    found = [f for f in found if np.isfinite(f[1])]
     basins = [umbrella.two_basins(p.a, p.F, p.dF) for p in profiles]
     # the scanned P nearest the sampled P* (nearest the smallest log-odds without a crossing)
     at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0))) if np.isfinite(P0) else int(np.argmin(np.abs(lr)))
+    near, at_star = Ps[at], basins[at]
+    if found:  # the crossing of a reweighted curve: the profile there, reweighted to the nearest P
+        _, P0, dP0 = min(found)
+        at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0)))
+        d = int(np.clip(round(P0 - Ps[at]), profiles[at].shifts.min(), profiles[at].shifts.max()))
+        star = reweighted_profile(profiles[at], arch, d)
+        near, at_star = Ps[at] + d, umbrella.two_basins(star.a, star.F, star.dF)
     return dict(
         N=N,
         P=Ps,
@@ -171,10 +230,19 @@ def _softmax_summary(
         barrier=[b.barrier for b in basins],
         barrier_err=[b.barrier_err for b in basins],
         first_order=[b.first_order for b in basins],
-        P_nearest_p_star=Ps[at],
-        first_order_sampled=basins[at].first_order,
-        barrier_at_p_star=basins[at].barrier,
-        barrier_at_p_star_err=basins[at].barrier_err,
+        P_nearest_p_star=near,
+        first_order_sampled=at_star.first_order,
+        barrier_at_p_star=at_star.barrier,
+        barrier_at_p_star_err=at_star.barrier_err,
+        **(
+            dict(
+                reweighted_P=[(P + cv[0]).tolist() for P, cv in zip(Ps, curves) if cv is not None],
+                reweighted_log_ratio=[cv[1].tolist() for cv in curves if cv is not None],
+                reweighted_log_ratio_err=[cv[2].tolist() for cv in curves if cv is not None],
+            )
+            if any(cv is not None for cv in curves)
+            else {}
+        ),
         profiles=profiles,
     )
 
@@ -191,19 +259,26 @@ def landscape(
     """Sampled profiles at every ``P`` (:func:`sampled_profile`, with one window count, hence one
     compile, for the whole scan), each basin's probability across the theory's barrier
     (:func:`basin_log_ratio`), and ``P*`` from sampling: where ``ln(p_copy / p_uniform)`` crosses
-    zero (:func:`crossing`), against the theory's ``P*`` at the same ``N``. Up to ``max_extend``
-    more ``P`` are added by secant steps on the sampled log-odds: outward until a pair of ``P``
-    brackets the crossing, then inside the bracket until it is narrow (an end's log-odds within
-    0.5 of zero, or 2% of ``P`` wide). Linear attention has no jump: its scan is
-    :func:`linear_landscape`, which this calls (``max_extend`` unused).
+    zero (:func:`crossing`), against the theory's ``P*`` at the same ``N``.
+
+    Each sampled ``P``'s draws are reweighted to ``P + d`` for ``|d| <= reweight_span`` (default
+    :data:`~jaxattn.copyhead.config.REWEIGHT_SPAN`; :func:`reweighted_log_ratio`): the scan starts at the theory's ``P*``
+    alone, and while no curve crosses zero, adds the ``P`` where the curve nearest zero, followed
+    along its own slope, would cross (up to ``max_extend`` more). With ``reweight_span=0`` the scan
+    starts from :func:`default_P` and adds ``P`` by secant steps on the sampled log-odds: outward
+    until a pair of ``P`` brackets the crossing, then inside the bracket until it is narrow (an
+    end's log-odds within 0.5 of zero, or 2% of ``P`` wide). Linear attention has no jump: its
+    scan is :func:`linear_landscape`, which this calls (``max_extend`` and ``reweight_span``
+    unused).
 
     Args:
         arch: the network.
-        P: numbers of training sequences (default :func:`default_P` around the theory's ``P*``).
+        P: numbers of training sequences (default: as above).
         N: inverse temperature.
-        max_extend: the most ``P`` added to bracket the crossing.
+        max_extend: the most ``P`` added to find the crossing.
         progress: show a progress bar over ``P``.
-        **kw: passed to :func:`sampled_profile`.
+        **kw: passed to :func:`sampled_profile` (with ``reweight_span`` default
+            :data:`~jaxattn.copyhead.config.REWEIGHT_SPAN`).
 
     Returns:
         A dict: ``N``, ``P`` (list, increasing), ``p_star_theory``, ``a_barrier``,
@@ -212,8 +287,14 @@ def landscape(
             barrier in ``kT`` (``barrier``, ``barrier_err``) and whether it clears two errors
             (``first_order``: :func:`jaxattn.core.umbrella.two_basins`), and the same at the
             scanned ``P`` nearest the sampled ``P*`` (``P_nearest_p_star``,
-            ``first_order_sampled``, ``barrier_at_p_star``, ``barrier_at_p_star_err``);
-            ``profiles`` (the :class:`SampledProfile` per ``P``).
+            ``first_order_sampled``, ``barrier_at_p_star``, ``barrier_at_p_star_err``; with
+            reweighting, at the integer ``P`` nearest ``P*``, the profile reweighted there:
+            :func:`reweighted_profile`);
+            ``profiles`` (the :class:`SampledProfile` per ``P``). With ``reweight_span``, each
+            ``P``'s draws also give the log-odds at ``P + d`` (``reweighted_P``,
+            ``reweighted_log_ratio``, ``reweighted_log_ratio_err``, one list per ``P``), the scan
+            stops as soon as one of these curves crosses zero, and ``P*`` is that crossing
+            (:func:`curve_crossing`, on the curve of the ``P`` nearest it).
     """
     arch = arch.validate()
     N = action.check_N(N)
@@ -221,17 +302,48 @@ def landscape(
         return linear_landscape(arch, P, N, progress=progress, **kw)
     p_star, a_bar = theory_barrier(arch, N)
     slope = theory_slope(arch, N, p_star)
-    Ps = default_P(p_star, slope) if P is None else sorted({int(p) for p in action.check_P(list(P))})
+    kw = {"reweight_span": REWEIGHT_SPAN, **kw}
+    span = kw["reweight_span"]
+    if P is not None:
+        Ps = sorted({int(p) for p in action.check_P(list(P))})
+    else:  # one P's curve spans 2 span + 1 sequences; without it, a grid around the theory
+        Ps = [max(int(round(p_star)), span + 1)] if span else default_P(p_star, slope)
     res: dict[int, tuple[SampledProfile, float, float]] = {}
+    curves: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     profile_at, bar = _scan(arch, N, Ps, progress, kw)
 
     def run(p):
         prof = profile_at(p)
         res[p] = (prof, *basin_log_ratio(prof, a_bar, arch.L))
+        if prof.dS is not None:
+            curves[p] = reweighted_log_ratio(prof, a_bar, arch.L)
+
+    def curve_step() -> int | None:
+        """The next ``P`` from the reweighted curves, none crossing zero: from the point nearest
+        zero, along its curve's own slope (least squares over the curve), to where it would
+        cross; ``None`` where that ``P`` is already sampled."""
+        usable = [(p, *_resolved(*cv)) for p, cv in curves.items()]
+        usable = [u for u in usable if u[1].size >= 2]
+        if not usable:
+            return None
+        p0, d, y, _ = min(usable, key=lambda c: np.min(np.abs(c[2])))
+        k = int(np.argmin(np.abs(y)))
+        s = float(np.polyfit(d, y, 1)[0])
+        s = s if s > 0 else slope
+        nxt = max(span + 1, int(round(p0 + d[k] - y[k] / s)))
+        return None if nxt in res else nxt
 
     for p in Ps:
         run(p)
     for _ in range(max_extend):
+        if any(np.isfinite(curve_crossing(0, *cv)[0]) for cv in curves.values()):
+            break
+        if curves:
+            nxt = curve_step()
+            if nxt is None:
+                break
+            run(nxt)
+            continue
         ks = sorted(res)
         lr = np.array([res[k][1] for k in ks])
         if not np.all(np.isfinite(lr)):

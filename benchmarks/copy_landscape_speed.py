@@ -1,0 +1,136 @@
+"""Umbrella sampling of the copy head's posterior: the ``P*`` search before replica exchange and
+reweighting against today's, at ``N = 20, L = 32, V = 4`` on data set 0, each the scan
+``jaxattn.copyhead.landscape.landscape`` runs by default (``jaxattn copy landscape --N 20``), in
+one process:
+
+  independent   each window's chains on their own (``exchange=False``), 4 chains per window, the
+                scan of five ``P`` around the theory's ``P*`` and secant steps until a pair of
+                sampled ``P`` brackets the crossing (``reweight_span=0``): the defaults before;
+  exchange      today's defaults: 2 ladders of windows swapping neighbours every 10 steps, the
+                scan starting at the theory's ``P*`` alone, each ``P``'s draws reweighted to
+                ``P +- 12``, stopping as soon as one curve crosses zero.
+
+Both chains run 1000 burn-in steps and 200 draws every 10 steps. Per scheme: the wall time of the
+scan (the first scheme's compiles and theory included: the second finds the theory's caches warm,
+which favours it), the ``P`` sampled, the sampled ``P*`` and its standard error, the time at equal
+error ``t (se / 0.5)^2`` (the time to a standard error of 0.5 if the error fell as
+``1 / sqrt(time)``; a fixed cost does not fall, so this favours the scheme with the smaller
+error), and the effective samples of the windows' coordinate per second per window (each
+window's effective sample size over its chains, summed over the scan's ``P``, averaged over
+windows). ``speedup`` is the ratio of the times at equal error, ``wall_time_ratio`` of the wall
+times. A step's cost does not grow with ``P`` (the action sees the data through the token
+co-occurrence counts): the full run also times one short profile at ``P = 340`` and at ``3400``.
+
+Run:  python benchmarks/copy_landscape_speed.py [--json]      (about 6 minutes on 2 cores)
+      python benchmarks/copy_landscape_speed.py --quick       (a smoke test: L = 24, short chains)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import numpy as np
+
+from jaxattn.copyhead import landscape
+from jaxattn.copyhead.network import CopyArch
+
+INDEPENDENT = dict(exchange=False, n_chains=4, reweight_span=0)
+EXCHANGE: dict = {}  # today's defaults
+TARGET_SE = 0.5
+
+
+def scheme(arch: CopyArch, N: float, kw: dict) -> dict:
+    """One scheme's default scan, timed, with its ``P*``, errors and the windows' health."""
+    t = time.perf_counter()
+    r = landscape.landscape(arch, None, N, **kw)
+    dt = time.perf_counter() - t
+    ess = np.sum([np.nan_to_num(p.ess) for p in r["profiles"]], axis=0)  # per window, over the scan
+    se = r["p_star_sampled_err"]
+    diag = landscape.window_diagnostics(r["profiles"])
+    return dict(
+        settings=kw,
+        P=r["P"],
+        seconds=dt,
+        p_star=r["p_star_sampled"],
+        p_star_err=se,
+        seconds_at_equal_error=dt * (se / TARGET_SE) ** 2 if np.isfinite(se) else float("nan"),
+        ess_per_s_per_window=float(np.mean(ess)) / dt,
+        max_window_rhat=max(diag["max_window_rhat"]),
+        min_swap_acceptance=diag["min_swap_acceptance"],
+        passages=diag["passages"],
+    )
+
+
+def step_cost_against_P(arch: CopyArch, N: float) -> dict:
+    """Seconds of one short profile at ``P = 340`` and ``3400`` (the same window count) after each
+    has compiled."""
+    out = {}
+    # one window count for both (P = 3400 needs more windows: its action is steeper)
+    n = max(landscape.place_windows(arch, P, N, (-0.5, 3.0))[1].size for P in (340, 3400))
+    for P in (340, 3400):
+        kw = dict(n_chains=2, burn_in=0, n_draws=40, thin=10, n_windows=n)
+        landscape.sampled_profile(arch, P, N, **kw)  # compile
+        t = time.perf_counter()
+        landscape.sampled_profile(arch, P, N, **kw)
+        out[P] = time.perf_counter() - t
+    return {"seconds_P340": out[340], "seconds_P3400": out[3400], "ratio": out[3400] / out[340]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a smoke test: L = 8, short chains")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--out-dir", default=None, help="also write the JSON object there")
+    args = ap.parse_args()
+    if args.quick:  # L = 24 (the first-order line ends near L = 16): P* sampled near 225
+        arch, N = CopyArch(L=24, V=4), 20.0
+        short = dict(burn_in=50, n_draws=20, thin=2, max_extend=1)
+        old, new = dict(INDEPENDENT, **short, n_chains=2), dict(EXCHANGE, **short)
+    else:
+        arch, N, old, new = CopyArch(L=32, V=4), 20.0, INDEPENDENT, EXCHANGE
+    a, b = scheme(arch, N, old), scheme(arch, N, new)
+    res = dict(
+        L=arch.L,
+        V=arch.V,
+        N=N,
+        quick=args.quick,
+        machine=f"{platform.machine()}, {os.cpu_count()} cores",
+        independent=a,
+        exchange=b,
+        p_star_old=a["p_star"],
+        p_star_old_err=a["p_star_err"],
+        p_star_new=b["p_star"],
+        p_star_new_err=b["p_star_err"],
+        speedup=a["seconds_at_equal_error"] / b["seconds_at_equal_error"],
+        wall_time_ratio=a["seconds"] / b["seconds"],
+        ess_rate_ratio=b["ess_per_s_per_window"] / a["ess_per_s_per_window"],
+    )
+    if not args.quick:
+        res["step_cost_against_P"] = step_cost_against_P(arch, N)
+    text = json.dumps(res, default=float)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "copy_landscape_speed.json"), "w") as f:
+            f.write(text + "\n")
+    if args.json:
+        print(text)
+        return
+    print(f"| scheme | P sampled | wall s | P* | se | s at se 0.5 | ESS/s/window | max R-hat |  (L={arch.L}, N={N:g})")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in (("independent", a), ("exchange", b)):
+        print(
+            f"| {name} | {r['P']} | {r['seconds']:.1f} | {r['p_star']:.2f} | {r['p_star_err']:.2f} | "
+            f"{r['seconds_at_equal_error']:.1f} | {r['ess_per_s_per_window']:.2f} | {r['max_window_rhat']:.3f} |"
+        )
+    print(f"speedup at equal error: {res['speedup']:.2f}x; wall-time ratio {res['wall_time_ratio']:.2f}x")
+    if "step_cost_against_P" in res:
+        s = res["step_cost_against_P"]
+        print(f"step cost: P = 3400 takes {s['ratio']:.2f}x the time of P = 340")
+
+
+if __name__ == "__main__":
+    main()
