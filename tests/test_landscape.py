@@ -198,6 +198,11 @@ def test_sampled_p_star_at_N20_against_the_theories(monkeypatch):
     # first-order: at the scanned P nearest P* the profile has two basins, the barrier between them
     # far above its error (measured at P = 340: 25.7 +- 1.0 kT; jaxattn.core.umbrella.two_basins)
     assert r["first_order_sampled"] and r["barrier_at_p_star"] > 10 * r["barrier_at_p_star_err"], r
+    # the posterior mean of a jumps across P* (from the uniform basin to the copy one; measured
+    # 0.124 +- 0.003), and the log-odds grow by about 3.4 per sequence there (docs/claims.md, from
+    # independent windows; measured 3.73 +- 0.08 on the reweighted curve)
+    assert r["jump_a"] > 10 * r["jump_a_err"] and r["jump_a"] > 0.05, (r["jump_a"], r["jump_a_err"])
+    assert abs(r["log_ratio_slope"] - 3.4) < 3 * r["log_ratio_slope_err"] + 0.5, r["log_ratio_slope"]
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
@@ -217,6 +222,7 @@ def test_sampled_p_star_at_N1_lies_far_above_the_theory():
     # and no jump: at both P the profile has a single minimum (no barrier at all, as at every P the
     # script scans from 325 to 637)
     assert not r["first_order_sampled"] and r["barrier"] == [0.0, 0.0], r["barrier"]
+    assert r["jump_a"] == 0.0 and r["log_ratio_slope"] > 0, (r["jump_a"], r["log_ratio_slope"])
 
 
 @pytest.mark.slow  # about 40 s on 2 cores
@@ -279,3 +285,58 @@ def test_rhat_tells_chains_stuck_in_two_basins_from_chains_of_one(sample_windows
     assert diagnostics.split_rhat(c.reshape(8, -1)) > 1.2
     for k in range(2):
         assert diagnostics.split_rhat(c[k]) < 1.05
+
+
+def test_one_compile_across_N_and_P(monkeypatch):
+    """The programs read neither ``N`` nor the windows' placement: profiles at two ``N`` and two
+    ``P`` with one window count and chain length trace the potential once (equinox's counter), a
+    longer chain is a new shape, traced again, and the shared program gives at ``N = 5`` the bits
+    of a program compiled for ``N = 5`` alone."""
+    from jaxattn import engine
+
+    arch = network.CopyArch(8, 4, "softmax")
+    engine.clear_caches()
+    potential, order = landscape.posterior_target(arch)
+    counted = eqx.debug.assert_max_traces(potential, max_traces=None)
+    monkeypatch.setattr(landscape.experiment, "posterior_target", lambda a: (counted, order))
+    short = dict(n_windows=40, burn_in=0, n_draws=8, thin=1, reweight_span=2)
+    try:
+        landscape.sampled_profile(arch, 60, 20.0, **short)
+        once = eqx.debug.get_num_traces(counted)
+        shared = {}
+        for P, N in ((70, 20.0), (60, 5.0), (70, 5.0)):
+            shared[P, N] = landscape.sampled_profile(arch, P, N, **short).draws.a
+        assert eqx.debug.get_num_traces(counted) == once
+        landscape.sampled_profile(arch, 60, 20.0, **dict(short, n_draws=16))
+        assert eqx.debug.get_num_traces(counted) == 2 * once
+        engine.clear_caches()
+        alone = landscape.sampled_profile(arch, 60, 5.0, **short).draws.a
+        assert eqx.debug.get_num_traces(counted) == 3 * once
+        np.testing.assert_array_equal(np.asarray(alone), np.asarray(shared[60, 5.0]))
+    finally:
+        engine.clear_caches()
+
+
+def test_jump_of_the_mean_and_slope_of_the_log_odds():
+    """Two narrow Gaussian wells at 0.1 and 0.8 (on bin centres, so their discretised means are
+    exact but for the other well's tail and the cut at the top, 7e-6 here): the jump of the mean
+    across the barrier is 0.7; one well: 0 (no jump to report). The
+    slope of a straight reweighted curve is its slope, and the P* of a line is its root."""
+    from jaxattn.copyhead.landscape import search
+    from jaxattn.core import umbrella
+
+    a = np.linspace(0.0, 1.0, 41)
+    s = 0.03
+    F = -np.log(np.exp(-((a - 0.1) ** 2) / (2 * s**2)) + np.exp(-((a - 0.8) ** 2) / (2 * s**2)))
+    dF = np.full(a.size, 0.05)
+    b = umbrella.two_basins(a, F - F.min(), dF)
+    jump, err = search.basin_jump(a, F, dF, b)
+    assert b.first_order and abs(jump - 0.7) < 2e-5 and 0 < err < 0.01, (jump, err)  # tails: 7e-6
+    single = (a - 0.3) ** 2 * 10
+    assert search.basin_jump(a, single, dF, umbrella.two_basins(a, single, dF)) == (0.0, 0.0)
+    d = np.arange(-6, 7)
+    y = 2.0 * (d - 1.5)
+    slope, slope_err = search.curve_slope(1.5, d, y, np.full(d.size, 0.3))
+    assert abs(slope - 2.0) < 1e-12 and slope_err < 1e-9
+    P0, e = landscape.curve_crossing(100, d, y, np.full(d.size, 0.3))
+    assert abs(P0 - 101.5) < 1e-12 and abs(e - 0.15) < 1e-12  # the error there over the slope

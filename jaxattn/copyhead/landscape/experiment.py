@@ -6,6 +6,7 @@ sweep runs it as the Python API does.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import NamedTuple
@@ -22,20 +23,44 @@ from jaxattn.core import umbrella
 from jaxattn.core.kernels import exchange, mala, sgld
 from jaxattn.engine import Experiment, Layout, int_axis, over_groups, segments, stream_values
 
+_RUNTIME = ("N", "c_lo", "c_hi", "max_spacing", "spring", "step", "chain_seed")
+"""The config's fields the compiled programs never read: ``N`` reaches them as an input, the
+windows, step sizes and keys as per-point parameters."""
+
 
 class LandscapeStatic(NamedTuple):
-    """The static (hashable) part of a :class:`CopyLandscape` run.
+    """The static (hashable) part of a :class:`CopyLandscape` run. Two are equal, and share their
+    compiled programs, when they differ only in the fields of the config the programs do not read
+    (``N``, the windows' placement, the step and the seed): one compile per architecture, window
+    count, chain length and data size, across ``N`` and ``P``.
 
     Attributes:
         config: the experiment's config.
-        n_max: sequences per data stream: the grid's largest ``P`` rounded up to a multiple of
-            128, so that a scan over nearby ``P`` keeps one shape.
+        n_max: sequences per data stream: the grid's largest ``P`` plus ``reweight_span``,
+            rounded up to a multiple of 128, so that a scan over nearby ``P`` keeps one shape.
         schedule: the chain's segments (burn-in, then draws; one per call of ``step``).
     """
 
     config: CopyLandscapeConfig
     n_max: int
     schedule: sgld.Schedule
+
+    def _program(self) -> tuple:
+        fields = dataclasses.fields(CopyLandscapeConfig)
+        return (
+            tuple(getattr(self.config, f.name) for f in fields if f.name not in _RUNTIME),
+            self.n_max,
+            self.schedule,
+        )
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, LandscapeStatic) and self._program() == other._program()
+
+    def __ne__(self, other) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self._program())
 
 
 @functools.lru_cache(maxsize=64)
@@ -110,7 +135,7 @@ class CopyLandscape(Experiment):
             raise ValueError(f"reweight_span must be below the smallest P ({min(values['P'])}), got {c.reweight_span}")
         sched = sgld.schedule(segments(c.burn_in, 5), segments(c.n_draws))
         static = LandscapeStatic(c, -(-(max(values["P"]) + c.reweight_span) // 128) * 128, sched)
-        return static, {}
+        return static, {"N": np.float32(c.N)}  # an input, not a constant: one compile across N
 
     def params(self, s: LandscapeStatic, points):
         placed = [_placed(s.config, int(P)) for P in points["P"]]
@@ -127,21 +152,22 @@ class CopyLandscape(Experiment):
             "eps": jnp.asarray([p[3] for p in placed], jnp.float32),
         }
 
-    def _kernel(self, s: LandscapeStatic) -> tuple[mala.MALA, Callable]:
-        """The windows' kernel as ``(init(x, data), step, refresh or None)`` and the order
-        parameter: SGLD's state caches nothing of its window, MALA's caches the density."""
+    def _kernel(self, s: LandscapeStatic, N) -> tuple[mala.MALA, Callable]:
+        """The windows' kernel at inverse temperature ``N`` (traced) as ``(init(x, data), step,
+        refresh or None)`` and the order parameter: SGLD's state caches nothing of its window,
+        MALA's caches the density."""
         potential, order = posterior_target(s.config.arch)
-        U = umbrella.biased_potential(potential, order, s.config.N)
+        U = umbrella.biased_potential(potential, order, N)
         if s.config.kernel == "mala":
-            return mala.mala(U, s.config.N), order
-        k = sgld.sgld(U, s.config.N)
+            return mala.mala(U, N), order
+        k = sgld.sgld(U, N)
         return mala.MALA(lambda x, data: k.init(x), k.step, None), order  # pyright: ignore[reportArgumentType]
 
     def init(self, s: LandscapeStatic, shared, p, n_groups):
-        kernel, _ = self._kernel(s)
+        N = shared["N"]
+        kernel, _ = self._kernel(s, N)
         X = stream_data(s.config.arch, stream_values(p["data_key"]), s.n_max)
         K, n_draws = s.config.n_windows, s.config.n_draws
-        N = jnp.float32(s.config.N)
 
         def point(G0, stats, center, spring):
             chains = jax.vmap(kernel.init, in_axes=(0, ((None, None), 0, 0)))(G0, ((stats, N), center, spring))
@@ -162,11 +188,11 @@ class CopyLandscape(Experiment):
         return over_groups(group, n_groups, p)
 
     def step(self, s: LandscapeStatic, shared, p, state, k, n_groups):
-        kernel, order = self._kernel(s)
+        N = shared["N"]
+        kernel, order = self._kernel(s, N)
         c = s.config
         adv, first, nd = (jnp.asarray(t)[k] for t in s.schedule)
         t0 = jnp.asarray(np.concatenate([[0], np.cumsum(s.schedule.steps(c.thin))[:-1]]))[k]
-        N = jnp.float32(c.N)
 
         potential = posterior_target(c.arch)[0]
 

@@ -91,6 +91,73 @@ def curve_crossing(P: int, d: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tupl
     return float(P + x0), float(np.interp(x0, d, dy) / abs(slope))
 
 
+def curve_slope(
+    x0: float, d: np.ndarray, y: np.ndarray, dy: np.ndarray, half_width: float = 3.0
+) -> tuple[float, float]:
+    """The slope of one ``P``'s reweighted log-odds at ``d = x0``: a straight-line fit over the
+    resolved points within ``half_width`` of it, with the fit's standard error from its residuals
+    (the points share their draws, so their own errors, mostly common, say little of the slope's).
+
+    Args:
+        x0: where (in shifts of the sampled ``P``).
+        d: shifts, shape ``(S,)``.
+        y: log-odds at ``P + d``, shape ``(S,)``.
+        dy: their errors, shape ``(S,)``.
+        half_width: the fit's half-width in sequences.
+
+    Returns:
+        ``(slope, error)`` per sequence; ``(nan, nan)`` with fewer than three points.
+    """
+    d, y, _ = _resolved(d, y, dy)
+    near = np.abs(d - x0) <= half_width
+    if near.sum() < 3:
+        return float("nan"), float("nan")
+    coef, cov = np.polyfit(d[near], y[near], 1, cov=True)
+    return float(coef[0]), float(np.sqrt(cov[0, 0]))
+
+
+def _bracket_slope(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
+    """The log-odds' slope between the two ``P`` that bracket their first sign change, with its
+    error from theirs; ``(nan, nan)`` without one."""
+    ok = np.isfinite(y) & np.isfinite(dy)
+    P, y, dy = P[ok], y[ok], dy[ok]
+    change = np.flatnonzero(np.sign(y[:-1]) != np.sign(y[1:]))
+    if change.size == 0:
+        return float("nan"), float("nan")
+    i = int(change[0])
+    return float((y[i + 1] - y[i]) / (P[i + 1] - P[i])), float(np.hypot(dy[i], dy[i + 1]) / (P[i + 1] - P[i]))
+
+
+def basin_jump(a: np.ndarray, F: np.ndarray, dF: np.ndarray, basins: umbrella.Basins) -> tuple[float, float]:
+    """The jump of the posterior mean of ``a`` across ``P*``: with two basins, the mean of ``a``
+    right of the barrier's top minus that left of it, each under ``p(a) ~ exp(-F(a))`` on the
+    profile's bins, with an error from the bins' errors (taken independent); 0 where the profile
+    has one basin. As a critical point is approached the basins merge, and the jump goes to zero
+    with the barrier.
+
+    Args:
+        a: bin centres, shape ``(B,)``.
+        F: the profile, shape ``(B,)`` (``NaN``: empty bin).
+        dF: its errors, shape ``(B,)``.
+        basins: the profile's :func:`jaxattn.core.umbrella.two_basins`.
+
+    Returns:
+        ``(jump, error)``.
+    """
+    if not basins.barrier > 0:
+        return 0.0, 0.0
+    a, F, dF = (np.asarray(x, float) for x in (a, F, dF))
+    ok = np.isfinite(F) & np.isfinite(dF)
+    means, var = [], 0.0
+    for side in (a[ok] < basins.a_top, a[ok] > basins.a_top):
+        x, f, df = a[ok][side], F[ok][side], dF[ok][side]
+        w = np.exp(-(f - f.min()))
+        m = float(np.sum(w * x) / np.sum(w))
+        means.append(m)
+        var += float(np.sum((w * (x - m) / np.sum(w)) ** 2 * df**2))  # d m / d F_i = -w_i (x_i - m) / sum w
+    return means[1] - means[0], float(np.sqrt(var))
+
+
 def default_P(p_star: float, slope: float) -> list[int]:
     """A grid of ``P`` around ``p_star`` whose spacing changes the theory's log-odds by about 3:
     ``p_star + k delta`` for ``k = -1 .. 3`` with ``delta = 3 / slope`` (at least 1), rounded to
@@ -212,12 +279,18 @@ def _softmax_summary(
     # the scanned P nearest the sampled P* (nearest the smallest log-odds without a crossing)
     at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0))) if np.isfinite(P0) else int(np.argmin(np.abs(lr)))
     near, at_star = Ps[at], basins[at]
+    star_profile: tuple = (profiles[at].a, profiles[at].F, profiles[at].dF)
+    slope = _bracket_slope(np.asarray(Ps, float), lr, dlr)
     if found:  # the crossing of a reweighted curve: the profile there, reweighted to the nearest P
         _, P0, dP0 = min(found)
         at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0)))
         d = int(np.clip(round(P0 - Ps[at]), profiles[at].shifts.min(), profiles[at].shifts.max()))
         star = reweighted_profile(profiles[at], arch, d)
-        near, at_star = Ps[at] + d, umbrella.two_basins(star.a, star.F, star.dF)
+        near, at_star, star_profile = Ps[at] + d, umbrella.two_basins(star.a, star.F, star.dF), star[:3]
+        cv = curves[at]
+        assert cv is not None
+        slope = curve_slope(P0 - Ps[at], *cv)
+    jump, jump_err = basin_jump(*star_profile, at_star)
     return dict(
         N=N,
         P=Ps,
@@ -230,6 +303,10 @@ def _softmax_summary(
         barrier=[b.barrier for b in basins],
         barrier_err=[b.barrier_err for b in basins],
         first_order=[b.first_order for b in basins],
+        log_ratio_slope=slope[0],
+        log_ratio_slope_err=slope[1],
+        jump_a=jump,
+        jump_a_err=jump_err,
         P_nearest_p_star=near,
         first_order_sampled=at_star.first_order,
         barrier_at_p_star=at_star.barrier,
@@ -289,7 +366,10 @@ def landscape(
             scanned ``P`` nearest the sampled ``P*`` (``P_nearest_p_star``,
             ``first_order_sampled``, ``barrier_at_p_star``, ``barrier_at_p_star_err``; with
             reweighting, at the integer ``P`` nearest ``P*``, the profile reweighted there:
-            :func:`reweighted_profile`);
+            :func:`reweighted_profile`); the log-odds' slope in ``P`` at the crossing
+            (``log_ratio_slope``, ``log_ratio_slope_err``: :func:`curve_slope`, or between the
+            bracketing ``P``) and the jump of the posterior mean of ``a`` across it (``jump_a``,
+            ``jump_a_err``: :func:`basin_jump` on that profile);
             ``profiles`` (the :class:`SampledProfile` per ``P``). With ``reweight_span``, each
             ``P``'s draws also give the log-odds at ``P + d`` (``reweighted_P``,
             ``reweighted_log_ratio``, ``reweighted_log_ratio_err``, one list per ``P``), the scan
