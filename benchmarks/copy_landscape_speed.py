@@ -22,7 +22,8 @@ times. A step's cost does not grow with ``P`` (the action sees the data through 
 co-occurrence counts): the full run also times one short profile at ``P = 340`` and at ``3400``.
 
 Run:  python benchmarks/copy_landscape_speed.py [--json]      (about 6 minutes on 2 cores)
-      python benchmarks/copy_landscape_speed.py --quick       (a smoke test: L = 24, short chains)
+      python benchmarks/copy_landscape_speed.py --quick       (a smoke test: L = 24, short chains,
+                                                              the old scheme at two P)
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ EXCHANGE: dict = {}  # today's defaults
 TARGET_SE = 0.5
 
 
-def scheme(arch: CopyArch, N: float, kw: dict) -> dict:
-    """One scheme's default scan, timed, with its ``P*``, errors and the windows' health."""
+def scheme(arch: CopyArch, N: float, kw: dict, P: list[int] | None = None) -> dict:
+    """One scheme's scan (default: its default scan), timed, with its ``P*``, errors and the
+    windows' health."""
     t = time.perf_counter()
-    r = landscape.landscape(arch, None, N, **kw)
+    r = landscape.landscape(arch, P, N, **kw)
     dt = time.perf_counter() - t
     ess = np.sum([np.nan_to_num(p.ess) for p in r["profiles"]], axis=0)  # per window, over the scan
     se = r["p_star_sampled_err"]
@@ -86,13 +88,14 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--out-dir", default=None, help="also write the JSON object there")
     args = ap.parse_args()
-    if args.quick:  # L = 24 (the first-order line ends near L = 16): P* sampled near 225
-        arch, N = CopyArch(L=24, V=4), 20.0
-        short = dict(burn_in=50, n_draws=20, thin=2, max_extend=1)
+    P_old = None
+    if args.quick:  # L = 24 (the first-order line ends near L = 16), two P for the old scheme
+        arch, N, P_old = CopyArch(L=24, V=4), 20.0, [221, 223]
+        short = dict(burn_in=50, n_draws=20, thin=2, max_extend=0)
         old, new = dict(INDEPENDENT, **short, n_chains=2), dict(EXCHANGE, **short)
     else:
         arch, N, old, new = CopyArch(L=32, V=4), 20.0, INDEPENDENT, EXCHANGE
-    a, b = scheme(arch, N, old), scheme(arch, N, new)
+    a, b = scheme(arch, N, old, P_old), scheme(arch, N, new)
     res = dict(
         L=arch.L,
         V=arch.V,

@@ -174,6 +174,16 @@ def default_P(p_star: float, slope: float) -> list[int]:
     return sorted({max(1, int(round(p_star + k * delta))) for k in (-1, 0, 1, 2, 3)})
 
 
+def _check_sampler(arch: network.CopyArch, N: float, kw: dict) -> None:
+    """The sampler's settings checked before any work (the theory's ``P*`` included), as
+    :func:`sampled_profile` will check them."""
+    fields = {f.name for f in dataclasses.fields(CopyLandscapeConfig)} - {"n_windows", "c_lo", "c_hi"}
+    arch_fields = {f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)}
+    CopyLandscapeConfig(**arch_fields, N=N, **{k: v for k, v in kw.items() if k in fields}).validate()
+    if "n_chains" in kw:
+        checks.integer("n_chains", kw["n_chains"], 2)
+
+
 def _scan(arch: network.CopyArch, N: float, Ps: list[int], progress: bool, kw: dict):
     """``(profile_at, bar)``: :func:`sampled_profile` at any ``P`` of a scan, with one window
     count for the whole scan (one shape, one compile), and the scan's progress bar."""
@@ -183,15 +193,6 @@ def _scan(arch: network.CopyArch, N: float, Ps: list[int], progress: bool, kw: d
     fixed = kw.pop("n_windows", None)
     c_range = kw.get("c_range") or default_range(arch)
     placing = {k: kw[k] for k in ("max_spacing", "spring") if kw.get(k) is not None}
-    # the sampler's settings checked before any work, as sampled_profile will check them
-    fields = {f.name for f in dataclasses.fields(CopyLandscapeConfig)} - {"n_windows", "c_lo", "c_hi"}
-    CopyLandscapeConfig(
-        **{f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)},
-        N=N,
-        **{k: v for k, v in kw.items() if k in fields},
-    ).validate()
-    if "n_chains" in kw:
-        checks.integer("n_chains", kw["n_chains"], 2)
     bar = tqdm(total=len(Ps), desc=f"landscape N={N:g}", disable=not progress)
 
     def needed(p):
@@ -238,6 +239,7 @@ def linear_landscape(
     arch = arch.validate()
     N = action.check_N(N)
     kw = {k: v for k, v in kw.items() if k != "reweight_span"}  # no P* to find: nothing to reweight
+    _check_sampler(arch, N, kw)
     onset = linear.linear_onsets(arch, N).P_onset
     Ps = (
         sorted({max(1, int(round(f * onset))) for f in (0.5, 1.0, 2.0, 4.0)})
@@ -279,18 +281,19 @@ def _softmax_summary(
     # the scanned P nearest the sampled P* (nearest the smallest log-odds without a crossing)
     at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0))) if np.isfinite(P0) else int(np.argmin(np.abs(lr)))
     near, at_star = Ps[at], basins[at]
-    star_profile: tuple = (profiles[at].a, profiles[at].F, profiles[at].dF)
+    star_a, star_F, star_dF = profiles[at].a, profiles[at].F, profiles[at].dF
     slope = _bracket_slope(np.asarray(Ps, float), lr, dlr)
     if found:  # the crossing of a reweighted curve: the profile there, reweighted to the nearest P
         _, P0, dP0 = min(found)
         at = int(np.argmin(np.abs(np.asarray(Ps, float) - P0)))
         d = int(np.clip(round(P0 - Ps[at]), profiles[at].shifts.min(), profiles[at].shifts.max()))
         star = reweighted_profile(profiles[at], arch, d)
-        near, at_star, star_profile = Ps[at] + d, umbrella.two_basins(star.a, star.F, star.dF), star[:3]
+        near, at_star = Ps[at] + d, umbrella.two_basins(star.a, star.F, star.dF)
+        star_a, star_F, star_dF = star.a, star.F, star.dF
         cv = curves[at]
         assert cv is not None
         slope = curve_slope(P0 - Ps[at], *cv)
-    jump, jump_err = basin_jump(*star_profile, at_star)
+    jump, jump_err = basin_jump(star_a, star_F, star_dF, at_star)
     return dict(
         N=N,
         P=Ps,
@@ -380,6 +383,7 @@ def landscape(
     N = action.check_N(N)
     if arch.attention != "softmax":
         return linear_landscape(arch, P, N, progress=progress, **kw)
+    _check_sampler(arch, N, kw)
     p_star, a_bar = theory_barrier(arch, N)
     slope = theory_slope(arch, N, p_star)
     kw = {"reweight_span": REWEIGHT_SPAN, **kw}
