@@ -46,8 +46,8 @@ def test_swaps_of_exact_gaussian_windows_accept_at_the_closed_form_and_keep_each
             return exchange.swap(k, ld, delta, parity, jnp.zeros(K, bool))
 
         keys = jax.random.split(key, (2, n))
-        ld = jax.vmap(lambda l, k: one(l, k, 0))(ld, keys[0])
-        return jax.vmap(lambda l, k: one(l, k, 1))(ld, keys[1])
+        ld = jax.vmap(lambda lad, k: one(lad, k, 0))(ld, keys[0])
+        return jax.vmap(lambda lad, k: one(lad, k, 1))(ld, keys[1])
 
     out = rounds(ld, jax.random.key(1))
     tried, acc = np.asarray(out.attempted).sum(0), np.asarray(out.accepted).sum(0)
@@ -63,7 +63,7 @@ def test_swaps_of_exact_gaussian_windows_accept_at_the_closed_form_and_keep_each
     r = np.asarray(out.replica)
     assert np.all(np.sort(r, axis=1) == np.arange(K)) and (r != np.arange(K)).any()
     blocked = jax.vmap(
-        lambda l, k: exchange.swap(k, l, jnp.full(K - 1, -jnp.inf), 0, jnp.arange(K) == 2)
+        lambda lad, k: exchange.swap(k, lad, jnp.full(K - 1, -jnp.inf), 0, jnp.arange(K) == 2)
     )(ld, jax.random.split(jax.random.key(2), n))
     assert np.asarray(blocked.attempted).sum(0).tolist() == [n, 0, 0, 0, n]
 
@@ -78,30 +78,47 @@ def _exact(edges):
     return F - F.min()
 
 
+KERNEL = sgld.sgld(umbrella.biased_potential(lambda x, _: H * (x**2 - 1.0) ** 2, lambda x: x, 1.0), 1.0)
+
+
+def _ladder_fns(w, key, i, step):
+    """Ladder ``i`` of SGLD on the double well in the windows ``w``: ``(start, segment)`` with
+    ``segment(ladder, buffers, t0, n_advance, n_draws, thin, first, swap_every)`` one
+    :func:`exchange.run_segment`; window ``k`` keyed ``fold_in(fold_in(key, k), i)``, the swaps
+    ``fold_in(fold_in(key, K), i)``."""
+    centers, spring = jnp.asarray(w.centers, jnp.float32), jnp.asarray(w.spring, jnp.float32)
+    K = centers.size
+    keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(key, k), i))(jnp.arange(K))
+
+    def step_fn(ch):
+        ks = jax.vmap(jax.random.fold_in)(keys, ch.step)
+        return jax.vmap(KERNEL.step, in_axes=(0, 0, (None, 0, 0), None))(ks, ch, (None, centers, spring), step)
+
+    def delta(ch):
+        return umbrella.exchange_delta(ch.position, centers, spring), ch.diverged
+
+    def segment(ld, buf, t0, n_advance, n_draws, thin, first, swap_every):
+        swap_key = jax.random.fold_in(jax.random.fold_in(key, K), i)
+        return exchange.run_segment(step_fn, lambda ch: {"c": ch.position}, delta, swap_key, ld, t0, n_advance,
+                                    n_draws, thin, first, buf, swap_every)
+
+    return exchange.ladder(jax.vmap(KERNEL.init)(centers)), segment
+
+
+def _buffers(K, n_draws):
+    return {"c": jnp.zeros((K, n_draws)), "replica": jnp.zeros((K, n_draws), jnp.int32)}
+
+
 def _ladders(w, n_ladders, burn_in, n_draws, thin, swap_every, step):
     """SGLD on the double well in every window, ``n_ladders`` ladders with exchange: draws
     ``(K, ladder, draw)``, replicas ``(ladder, K, draw)`` and the final ladders."""
-    kernel = sgld.sgld(umbrella.biased_potential(lambda x, _: H * (x**2 - 1.0) ** 2, lambda x: x, 1.0), 1.0)
-    centers, spring = jnp.asarray(w.centers, jnp.float32), jnp.asarray(w.spring, jnp.float32)
-    K = centers.size
+    K = len(w.centers)
 
     @jax.jit
     def run(key):
         def one(i):
-            keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(key, k), i))(jnp.arange(K))
-
-            def step_fn(ch):
-                ks = jax.vmap(jax.random.fold_in)(keys, ch.step)
-                return jax.vmap(kernel.step, in_axes=(0, 0, (None, 0, 0), None))(ks, ch, (None, centers, spring), step)
-
-            def delta(ch):
-                return umbrella.exchange_delta(ch.position, centers, spring), ch.diverged
-
-            ld = exchange.ladder(jax.vmap(kernel.init)(centers))
-            buf = {"c": jnp.zeros((K, n_draws)), "replica": jnp.zeros((K, n_draws), jnp.int32)}
-            return exchange.run_segment(step_fn, lambda ch: {"c": ch.position}, delta,
-                                        jax.random.fold_in(jax.random.fold_in(key, K), i), ld, 0, burn_in,
-                                        n_draws, thin, 0, buf, swap_every)
+            ld, segment = _ladder_fns(w, key, i, step)
+            return segment(ld, _buffers(K, n_draws), 0, burn_in, n_draws, thin, 0, swap_every)
 
         return jax.vmap(one)(jnp.arange(n_ladders))
 
@@ -133,32 +150,14 @@ def test_swap_rounds_follow_the_step_count_not_the_segments():
     without exchange no swap is attempted."""
     w = umbrella.windows(-1.0, 1.0, 5)
     one = _ladders(w, 1, 30, 8, 5, 3, 1e-3)
-    kernel = sgld.sgld(umbrella.biased_potential(lambda x, _: H * (x**2 - 1.0) ** 2, lambda x: x, 1.0), 1.0)
-    centers, spring = jnp.asarray(w.centers, jnp.float32), jnp.asarray(w.spring, jnp.float32)
-    key = jax.random.key(0)
-    keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(key, k), 0))(jnp.arange(5))
-
-    def step_fn(ch):
-        ks = jax.vmap(jax.random.fold_in)(keys, ch.step)
-        return jax.vmap(kernel.step, in_axes=(0, 0, (None, 0, 0), None))(ks, ch, (None, centers, spring), 1e-3)
-
-    def delta(ch):
-        return umbrella.exchange_delta(ch.position, centers, spring), ch.diverged
-
-    def seg(ld, buf, t0, adv, nd, first, every=3):
-        return exchange.run_segment(step_fn, lambda ch: {"c": ch.position}, delta,
-                                    jax.random.fold_in(jax.random.fold_in(key, 5), 0), ld, t0, adv, nd, 5, first,
-                                    buf, every)
-
-    buf = {"c": jnp.zeros((5, 8)), "replica": jnp.zeros((5, 8), jnp.int32)}
-    ld = exchange.ladder(jax.vmap(kernel.init)(centers))
-    ld, buf = seg(ld, buf, 0, 17, 0, 0)
-    ld, buf = seg(ld, buf, 17, 13, 3, 0)
-    ld, buf = seg(ld, buf, 45, 0, 5, 3)
+    start, segment = _ladder_fns(w, jax.random.key(0), 0, 1e-3)
+    ld, buf = segment(start, _buffers(5, 8), 0, 17, 0, 5, 0, 3)
+    ld, buf = segment(ld, buf, 17, 13, 3, 5, 0, 3)
+    ld, buf = segment(ld, buf, 45, 0, 5, 5, 3, 3)
     np.testing.assert_allclose(np.asarray(buf["c"]), one[0][:, 0], rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(buf["replica"]), one[1][0])
     assert int(ld.attempted.sum()) == int(one[2].attempted.sum()) > 0
-    off = seg(exchange.ladder(jax.vmap(kernel.init)(centers)), buf, 0, 30, 8, 0, every=None)[0]
+    off = segment(start, buf, 0, 30, 8, 5, 0, None)[0]
     assert int(off.attempted.sum()) == 0 and np.asarray(off.replica).tolist() == list(range(5))
 
 

@@ -306,15 +306,11 @@ def probability(
         targets = np.asarray(s_n, float).T
     with jax.enable_x64(True):
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
-        A = np.asarray(event(a_n), float)
-        mu, sigma = [], []
-        for u in targets:  # one expectation per target: its own normalisation and error
-            res = mbar.compute_expectations(A, u_kn=u[None, :])
-            mu.append(float(np.ravel(res["mu"])[0]))
-            sigma.append(float(np.ravel(res["sigma"])[0]))
+        res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=targets)  # one per target
+    mu, sigma = np.ravel(res["mu"]).astype(float), np.ravel(res["sigma"]).astype(float)
     if shift is None:
-        return mu[0], sigma[0]
-    return np.asarray(mu), np.asarray(sigma)
+        return float(mu[0]), float(sigma[0])
+    return mu, sigma
 
 
 class Basins(NamedTuple):

@@ -210,8 +210,8 @@ class CopyLandscape(Experiment):
                 if shifted is not None:  # S_{P+d}(G) - S_P(G) of each window's G, for every d
 
                     def dS(G):
-                        here = potential(G, (stats, N))
-                        return N * (jax.vmap(lambda st: potential(G, (st, N)))(shifted) - here)
+                        S = jax.vmap(lambda st: potential(G, (st, N)))(shifted)
+                        return N * (S - S[c.reweight_span])  # d = 0 is P itself
 
                     obs["dS"] = jax.vmap(dS)(chains.position)
                 return obs

@@ -286,8 +286,8 @@ def basin_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tuple[flo
         ``(log_ratio, error)``.
     """
     p, dp = umbrella.probability(prof.draws, prof.windows, lambda c: prev_weight(c, L) > a_barrier)
-    p = float(np.clip(p, 1e-300, 1 - 1e-16))
-    return float(np.log(p) - np.log1p(-p)), float(dp / (p * (1 - p)))
+    y, dy = _log_odds(np.asarray(p, float), np.asarray(dp, float))
+    return float(y), float(dy)
 
 
 def reweighted_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -309,8 +309,14 @@ def reweighted_log_ratio(prof: SampledProfile, a_barrier: float, L: int) -> tupl
     if prof.dS is None:
         raise ValueError("the profile has no reweighting: sample it with reweight_span > 0")
     p, dp = umbrella.probability(prof.draws, prof.windows, lambda c: prev_weight(c, L) > a_barrier, prof.dS)
-    p = np.clip(np.asarray(p, float), 1e-300, 1 - 1e-16)
-    return np.asarray(prof.shifts), np.log(p) - np.log1p(-p), np.asarray(dp, float) / (p * (1 - p))
+    return np.asarray(prof.shifts), *_log_odds(np.asarray(p, float), np.asarray(dp, float))
+
+
+def _log_odds(p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``ln(p / (1 - p))`` and its error ``dp / (p (1 - p))``, ``p`` clipped into ``(0, 1)`` (a
+    basin the draws never reach has a large finite log-odds, not an infinite one)."""
+    p = np.clip(p, 1e-300, 1 - 1e-16)
+    return np.log(p) - np.log1p(-p), dp / (p * (1 - p))
 
 
 def reweighted_profile(prof: SampledProfile, arch: network.CopyArch, d: int) -> umbrella.Profile:

@@ -267,13 +267,29 @@ def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: l
     )
 
 
+def _log_odds(prof: SampledProfile, a_bar: float, L: int) -> tuple[float, float, tuple | None]:
+    """A profile's basin log-odds and error at its own ``P``, and its reweighted curve (``None``
+    without recorded shifts): with a curve, the log-odds are its point at ``d = 0`` (one MBAR
+    solve for both)."""
+    if prof.dS is None:
+        return (*basin_log_ratio(prof, a_bar, L), None)
+    d, y, dy = cv = reweighted_log_ratio(prof, a_bar, L)
+    return float(y[d == 0][0]), float(dy[d == 0][0]), cv
+
+
 def _softmax_summary(
-    arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile], lr: np.ndarray, dlr: np.ndarray
+    arch: network.CopyArch,
+    N: float,
+    Ps: list[int],
+    profiles: list[SampledProfile],
+    lr: np.ndarray,
+    dlr: np.ndarray,
+    curves: list,
 ) -> dict:
-    """:func:`landscape`'s dict from its profiles and their basins' log-odds."""
+    """:func:`landscape`'s dict from its profiles, their basins' log-odds and, where the draws
+    recorded shifts of ``P``, their reweighted curves (``None`` elsewhere)."""
     p_star, a_bar = theory_barrier(arch, N)
     P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
-    curves = [reweighted_log_ratio(p, a_bar, arch.L) if p.dS is not None else None for p in profiles]
     # with reweighting, the crossing of the curve of the P nearest it (the shortest reweighting)
     found = [(abs(c0 - P), c0, e) for P, cv in zip(Ps, curves) if cv is not None for c0, e in [curve_crossing(P, *cv)]]
     found = [f for f in found if np.isfinite(f[1])]
@@ -398,9 +414,10 @@ def landscape(
 
     def run(p):
         prof = profile_at(p)
-        res[p] = (prof, *basin_log_ratio(prof, a_bar, arch.L))
-        if prof.dS is not None:
-            curves[p] = reweighted_log_ratio(prof, a_bar, arch.L)
+        y, dy, cv = _log_odds(prof, a_bar, arch.L)
+        res[p] = (prof, y, dy)
+        if cv is not None:
+            curves[p] = cv
 
     def curve_step() -> int | None:
         """The next ``P`` from the reweighted curves, none crossing zero: from the point nearest
@@ -457,7 +474,7 @@ def landscape(
     bar.close()
     ks = sorted(res)
     lr, dlr = np.array([res[k][1] for k in ks]), np.array([res[k][2] for k in ks])
-    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr)
+    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr, [curves.get(k) for k in ks])
 
 
 def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
@@ -496,5 +513,5 @@ def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
     if arch.attention != "softmax":
         return _linear_summary(arch, N, Ps, profiles)
     a_bar = theory_barrier(arch, N)[1]
-    lr, dlr = (np.array(v) for v in zip(*(basin_log_ratio(p, a_bar, arch.L) for p in profiles)))
-    return _softmax_summary(arch, N, Ps, profiles, lr, dlr)
+    lr, dlr, curves = zip(*(_log_odds(p, a_bar, arch.L) for p in profiles))
+    return _softmax_summary(arch, N, Ps, profiles, np.array(lr), np.array(dlr), list(curves))
