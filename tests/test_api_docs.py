@@ -43,7 +43,7 @@ def _public_definitions():
 
     seen = {}
     for info in pkgutil.walk_packages(jaxattn.__path__, "jaxattn."):
-        if info.name.startswith("jaxattn.cli") or info.name.endswith(".cli"):
+        if info.name.startswith("jaxattn.cli") or info.name.endswith((".cli", "._cli")):
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():

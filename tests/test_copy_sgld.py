@@ -99,7 +99,7 @@ def test_both_starts_and_divergence_is_flagged():
     ok = cp.sample(SMALL, cp.SGLDConfig(n_chains=4, n_steps=200, burn_in=100, thin=10), P=[8, 32])
     assert dict(ok.sizes) == {"P": 2, "start": 2, "chain": 4, "draw": 20}
     assert not bool(ok["diverged"].any()) and np.all(np.isfinite(ok["prev_weight"].values))
-    copy_start = cp.experiments.sgld.start_params(SMALL.arch, "copy", SMALL.c_copy)
+    copy_start = cp.experiments._sgld.start_params(SMALL.arch, "copy", SMALL.c_copy)
     assert float(network.order_parameters(copy_start.G, SMALL.arch)["prev_weight"]) > 0.9
     bad = cp.sample(SMALL, cp.SGLDConfig(n_chains=4, n_steps=200, burn_in=100, thin=10, eps_W=50.0), P=[8, 32])
     assert bool(bad["diverged"].all())  # flagged, not a silent NaN

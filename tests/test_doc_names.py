@@ -10,7 +10,8 @@ Everything here reads files and imports modules; nothing is computed.
    ``Class.method`` resolves too. A trailing ``.py`` makes the name a file name:
    ``jaxattn.copyhead.task.py`` is the module ``jaxattn.copyhead.task``. The names that are not
    objects of the package are listed, with the reason, in ``NOT_OBJECTS``. One test per distinct
-   name (its id is the name); a failure lists the files, with lines, that mention it.
+   name (its id is the name); a failure lists the files, with lines, that mention it. None of
+   them goes through a private (``_``-prefixed) module.
 
 2. **The layout of ``docs/architecture.md``.** Its layout tree is its first fenced block that
    starts with ``jaxattn/``. In the tree, a token ``name/`` that starts a line names a folder, and
@@ -145,6 +146,13 @@ def test_documented_name_resolves(name: str) -> None:
         places = "\n  ".join(NAMES[name])
         pytest.fail(f"{name} does not resolve ({error}); mentioned in:\n  {places}", pytrace=False)
 
+
+
+def test_documentation_names_no_private_module() -> None:
+    """The README, docs, scripts, benchmarks and notebooks use only public paths: no dotted name
+    goes through a ``_``-prefixed module."""
+    private = {n: w for n, w in NAMES.items() if any(p.startswith("_") for p in n.split(".")[1:])}
+    assert not private, "\n".join(f"{n}: {', '.join(w)}" for n, w in private.items())
 
 # --- docs/architecture.md against the package --------------------------------------------------
 

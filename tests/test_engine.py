@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from jaxattn import engine
-from jaxattn.copyhead.config import CopyConfig, CopyLandscapeConfig, CopySGLDConfig, CopyTheoryConfig
+from jaxattn.copyhead._config import CopyConfig, CopyLandscapeConfig, CopySGLDConfig, CopyTheoryConfig
 from jaxattn.engine import Grid
-from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
+from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
 
 # Small runs of every experiment. ``grid`` has several streams (chunks of one stream each are
 # several chunks) and members; ``alone`` is one of its points, at another block slot than (0,0,0).
@@ -61,7 +61,7 @@ def _select(ds, point):
 
 
 def test_every_registered_experiment_has_a_case():
-    assert set(engine.names()) >= set(CASES) and set(CASES) >= {n for n in engine.names() if n in engine.registry.BUILTIN}
+    assert set(engine.names()) >= set(CASES) and set(CASES) >= {n for n in engine.names() if n in engine._registry.BUILTIN}
 
 
 def _count_traces(exp, monkeypatch):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jaxattn.core import attention
-from jaxattn.engine import registry
+from jaxattn.engine import _registry as registry
 
 DOC = pathlib.Path(__file__).parents[1] / "docs" / "extend.md"
 

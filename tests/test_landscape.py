@@ -91,10 +91,10 @@ def test_crossing_of_a_line_and_its_error():
     bracket: the fitted ``y(P0)`` is their mean, of error ``e / sqrt(2)``, so ``P0``'s error is
     ``e / (sqrt(2) s)`` (the delta method, exactly, for a straight line)."""
     P = np.array([90.0, 110.0])
-    P0, err = landscape.search.crossing(P, 0.5 * (P - 100.0), np.array([1.0, 1.0]))
+    P0, err = landscape._search.crossing(P, 0.5 * (P - 100.0), np.array([1.0, 1.0]))
     assert P0 == pytest.approx(100.0, abs=1e-9)
     assert err == pytest.approx(1 / (np.sqrt(2) * 0.5), rel=1e-9)
-    assert np.isnan(landscape.search.crossing(P, P, np.ones(2))[0])
+    assert np.isnan(landscape._search.crossing(P, P, np.ones(2))[0])
 
 
 def test_fluctuation_entropy_is_the_prior_determinant_without_data():
@@ -232,7 +232,7 @@ def test_cli_landscape_json(tmp_path):
     assert [len(x) for x in out["reweighted_P"]] == [25] and out["reweighted_P"][0][0] == 328
     # the same computation as a sweep of the copy_landscape model: the same numbers
     from jaxattn import engine
-    from jaxattn.copyhead.config import CopyLandscapeConfig
+    from jaxattn.copyhead._config import CopyLandscapeConfig
 
     config = CopyLandscapeConfig(L=32, V=4, N=20.0, n_windows=out["n_windows"][0], c_lo=-0.5, c_hi=3.0, burn_in=200,
                                  n_draws=20, thin=5, reweight_span=12)
@@ -285,7 +285,7 @@ def test_one_compile_across_N_and_P(monkeypatch):
     engine.clear_caches()
     potential, order = landscape.posterior_target(arch)
     counted = eqx.debug.assert_max_traces(potential, max_traces=None)
-    monkeypatch.setattr(landscape.experiment, "posterior_target", lambda a: (counted, order))
+    monkeypatch.setattr(landscape._experiment, "posterior_target", lambda a: (counted, order))
     short = dict(n_windows=40, burn_in=0, n_draws=8, thin=1, reweight_span=2)
     try:
         landscape.sampled_profile(arch, 60, 20.0, **short)
@@ -307,7 +307,7 @@ def test_jump_of_the_mean_and_slope_of_the_log_odds():
     exact but for the other well's tail and the cut at the top, 7e-6 here): the jump of the mean
     across the barrier is 0.7; one well: 0 (no jump to report). The
     slope of a straight reweighted curve is its slope, and the P* of a line is its root."""
-    from jaxattn.copyhead.landscape import search
+    from jaxattn.copyhead.landscape import _search as search
     from jaxattn.core import umbrella
 
     a = np.linspace(0.0, 1.0, 41)

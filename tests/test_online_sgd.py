@@ -63,7 +63,7 @@ def test_step_pair_matches_grid_runner():
     """The public (init, step) pair is the engine's step: same data, same result after 25 steps."""
     cfg = sgd.SGDConfig(D=40, H_max=2, L_max=3, arch=network.Arch("softmax1"))
     config = slm.SLMConfig(D=40, prior=priors.onehot(2, 4.0), activation="softmax1", times=(0.0, 25 / 40), n_test=8)
-    S, _ = slm.experiments.common.directions_and_test_key(config)
+    S, _ = slm.experiments._common.directions_and_test_key(config)
     prior = priors.astype(config.prior, jnp.float32)
     init_key, data_key = slm.experiments.point_keys(True, 1, 2, 3, 0.5, 1.0)
     rp = sgd.RunParams(init_key, data_key, jnp.float32(0.5), jnp.float32(1.0), jnp.int32(2), jnp.int32(3))

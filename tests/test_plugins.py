@@ -13,7 +13,7 @@ PLUGIN = textwrap.dedent('''
     """A tiny jaxattn plugin: a 'relu_norm' activation and a 'tiny_sgd' model."""
     import jax.numpy as jnp
 
-    from jaxattn.slm.experiments.sgd import OnlineSGDExperiment
+    from jaxattn.slm.experiments._sgd import OnlineSGDExperiment
 
 
     def relu_norm(scores, bias, valid):

@@ -53,7 +53,7 @@ def test_float32_copy_theory_within_its_documented_accuracy(attention, L, V, tol
     branch flips, so the same ``n_minima`` and the same global branch), the action 9e-7 relative;
     linear ``a_G`` 4.2e-4 and the previous-token weight 3.9e-4 (the flat minimum near the onset)."""
     from jaxattn import copyhead as ch
-    from jaxattn.copyhead.config import CopyTheoryConfig
+    from jaxattn.copyhead._config import CopyTheoryConfig
 
     P = list(np.geomspace(30, 3000, 40))
     out = {

@@ -34,8 +34,8 @@ def test_a_dataset_records_code_libraries_machine_and_precision():
     assert p["libraries"]["diffrax"] == diffrax.__version__ and "blackjax" in p["libraries"]
     assert p["backend"] == jax.default_backend() == "cpu" and p["device_kind"] == jax.devices()[0].device_kind
     assert p["x64"] is False  # online SGD runs in float32
-    from jaxattn.engine.compute import dataset_attrs
-    from jaxattn.engine.plan import make_plan
+    from jaxattn.engine._compute import dataset_attrs
+    from jaxattn.engine._plan import make_plan
 
     plan = make_plan(slm.SLM_ODE, slm.SLMODEConfig(D=16, t_max=0.2, n_records=2, n_bank=16),
                      Grid.from_values(slm.SLM_ODE.axis, {"seed": [0]}))

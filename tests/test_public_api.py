@@ -2,8 +2,10 @@
 two model namespaces; each namespace's ``__all__`` imports, names no private module, and a name
 that moved says where it went, in one line."""
 
+import ast
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
@@ -61,13 +63,58 @@ def test_a_moved_name_says_where_it_went(path, new):
     assert getattr(importlib.import_module(mod), attr) is not None
 
 
+def test_a_name_that_became_internal_says_so():
+    with pytest.raises(AttributeError) as e:
+        jaxattn.copyhead.landscape.crossing  # noqa: B018
+    msg = str(e.value)
+    assert msg == (
+        "jaxattn.copyhead.landscape.crossing is internal now, not a public name: "
+        "jaxattn.copyhead.landscape._search.crossing"
+    )
+    assert callable(jaxattn.copyhead.landscape._search.crossing)
+
+
 def test_an_unknown_name_is_a_plain_attribute_error():
     with pytest.raises(AttributeError, match="has no attribute 'nonsense'"):
         jaxattn.nonsense  # noqa: B018
 
 
 def test_engine_run_is_the_function_and_its_module_is_reachable():
-    from jaxattn.engine import compute
+    from jaxattn.engine import _compute as compute
 
     assert jaxattn.engine.run is compute.run and callable(jaxattn.engine.run)
     assert compute.compute_chunk is not None
+
+
+def _imported_modules(tree: ast.AST) -> list[str]:
+    """Every module an import statement names, ``from a import b`` as ``a`` and ``a.b``."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return out
+
+
+def test_private_modules_stay_in_their_package():
+    """A ``_``-prefixed module is its package's internals: only modules of that package (or of
+    its subpackages) import it, so no private module crosses between core, engine, the models
+    and the command line."""
+    package = Path(jaxattn.__file__).parent
+    crossings = []
+    for path in package.rglob("*.py"):
+        rel = path.relative_to(package.parent).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        importer = ".".join(parts if rel.name == "__init__" else parts[:-1])
+        for name in _imported_modules(ast.parse(path.read_text(encoding="utf-8"))):
+            segs = name.split(".")
+            if segs[0] != "jaxattn":
+                continue
+            for i, seg in enumerate(segs):
+                if seg.startswith("_") and not seg.startswith("__"):
+                    owner = ".".join(segs[:i])
+                    if importer != owner and not importer.startswith(owner + "."):
+                        crossings.append(f"{'.'.join(rel.parts)} imports {name}")
+                    break
+    assert not crossings, "\n".join(crossings)

@@ -18,7 +18,8 @@ import pytest
 from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
-from jaxattn.engine import claims, store
+from jaxattn.engine import _claims as claims
+from jaxattn.engine import store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "slurm_local.sh")

@@ -168,7 +168,7 @@ def test_a_folder_that_is_no_store_is_one_line_for_status_plot_info_and_load(tmp
 
 
 def test_an_unwritable_out_is_refused_before_training(tmp_path, monkeypatch):
-    import jaxattn.slm.cli as slm_cli
+    import jaxattn.slm._cli as slm_cli
 
     def no_training(*_a, **_k):
         raise AssertionError("training started")

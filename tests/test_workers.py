@@ -15,7 +15,8 @@ import pytest
 from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
-from jaxattn.engine import claims, store
+from jaxattn.engine import _claims as claims
+from jaxattn.engine import store
 
 # 12 points, 6 chunks of one stream (2 points) each: about a second a chunk once compiled
 ENV = {**os.environ, "JAXATTN_NO_CACHE": "1", "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
@@ -127,7 +128,7 @@ def test_a_worker_with_another_sweep_file_is_refused_and_the_store_left_intact(t
     f = _file(tmp_path)
     s = engine.load_file(f)
     out = str(tmp_path / "out")
-    from jaxattn.engine.sweep import open_store, sweep_plan
+    from jaxattn.engine._sweep import open_store, sweep_plan
 
     open_store(s, sweep_plan(s), out, 1)
     before = {p: open(os.path.join(out, p), "rb").read() for p in ("manifest.json", "sweep.toml")}
@@ -187,7 +188,7 @@ def test_a_worker_killed_mid_chunk_is_taken_over(tmp_path, reference):
 def test_status_across_workers(tmp_path):
     import xarray as xr
 
-    from jaxattn.engine.sweep import open_store, sweep_plan
+    from jaxattn.engine._sweep import open_store, sweep_plan
 
     f = _file(tmp_path)
     s = engine.load_file(f)

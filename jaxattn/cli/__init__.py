@@ -16,7 +16,7 @@ import click
 
 GROUPS: dict[str, tuple[str, str, dict[str, str]]] = {
     "slm": (
-        "jaxattn.slm.cli:slm",
+        "jaxattn.slm._cli:slm",
         "The single-location model (Spec A): online SGD, Bayes risk, head pruning, ODE vs SGD.",
         {
             "bayes-risk": "The Bayes risk 1 - E[p_eps] of a prior, with its Nishimori twin and standard error.",
@@ -27,7 +27,7 @@ GROUPS: dict[str, tuple[str, str, dict[str, str]]] = {
         },
     ),
     "copy": (
-        "jaxattn.copyhead.cli:copy",
+        "jaxattn.copyhead._cli:copy",
         "The copy task (Spec B): Adam grids over P with global-minimum filtering, SGLD sampling, theory.",
         {
             "landscape": "Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token "
@@ -39,7 +39,7 @@ GROUPS: dict[str, tuple[str, str, dict[str, str]]] = {
         },
     ),
     "sweep": (
-        "jaxattn.cli.sweep:sweep",
+        "jaxattn.cli._sweep:sweep",
         "Sweeps: a grid from a TOML file, one compile, sharded, stored chunk by chunk, resumable.",
         {
             "plot": "Quick look: VAR against grid dimension X, one line per value of HUE; every other dimension "
@@ -56,7 +56,7 @@ GROUPS: dict[str, tuple[str, str, dict[str, str]]] = {
 }
 """Group name -> (its ``module:attribute``, its one-line help, command name -> one-line help)."""
 
-COMMANDS = {"info": "jaxattn.cli.info:info"}
+COMMANDS = {"info": "jaxattn.cli._info:info"}
 """Top-level commands that are not groups (light modules, imported when listed)."""
 
 ENTRY_POINT_GROUP = "jaxattn.commands"

@@ -40,7 +40,7 @@ class OutPath(click.ParamType):
         self.folder = folder
 
     def convert(self, value, param, ctx):
-        from jaxattn.engine.files import unwritable
+        from jaxattn.core.checks import unwritable
 
         why = unwritable(value, self.folder) if value else None
         if why is not None:

@@ -2,7 +2,7 @@
 
 - the task and the network: :mod:`~jaxattn.copyhead.task` (sequences, the shift matrix),
   :mod:`~jaxattn.copyhead.network` (the single-head positional-attention network, its loss ``U``
-  from token co-occurrence counts, its order parameters), :mod:`~jaxattn.copyhead.config`;
+  from token co-occurrence counts, its order parameters), :mod:`~jaxattn.copyhead._config`;
 - grids on the engine: :mod:`~jaxattn.copyhead.experiments` (full-batch Adam, :func:`train`;
   SGLD chains, :func:`sample`; the theory's minima, :func:`theory_grid`), on the data of
   :mod:`~jaxattn.copyhead.data`;
@@ -13,7 +13,7 @@
   :mod:`~jaxattn.copyhead.fluctuations` (its Gaussian correction);
 - sampling: :mod:`~jaxattn.copyhead.landscape` (the posterior's profile by umbrella sampling, and
   ``P*`` from it), :mod:`~jaxattn.copyhead.sampling` (the NUTS reference);
-- :mod:`~jaxattn.copyhead.plots` and the command line :mod:`~jaxattn.copyhead.cli`.
+- :mod:`~jaxattn.copyhead.plots` and the command line :mod:`~jaxattn.copyhead._cli`.
 """
 
 from jaxattn.copyhead import (
@@ -30,7 +30,7 @@ from jaxattn.copyhead import (
     softmax,
     task,
 )
-from jaxattn.copyhead.config import (
+from jaxattn.copyhead._config import (
     CopyConfig,
     CopyData,
     CopyLandscapeConfig,
@@ -92,7 +92,7 @@ _MOVED = {
     "softmax_action": "jaxattn.copyhead.action",
     **{n: "jaxattn.copyhead.data" for n in ("chain_key", "data_key", "init_key")},
     **{n: "jaxattn.copyhead.experiments" for n in ("INITS", "OBSERVABLES", "SAMPLE_OBSERVABLES", "STARTS")},
-    "start_params": "jaxattn.copyhead.experiments.sgld",
+    "start_params": "jaxattn.copyhead.experiments._sgld",
     **{n: "jaxattn.copyhead.linear" for n in ("linear_minimum", "linear_onsets")},
     "nuts_reference": "jaxattn.copyhead.sampling",
     **{

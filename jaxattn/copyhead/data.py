@@ -12,7 +12,7 @@ import jax
 from jaxtyping import Array, PRNGKeyArray
 
 from jaxattn.copyhead import network, task
-from jaxattn.copyhead.config import CopyData
+from jaxattn.copyhead._config import CopyData
 from jaxattn.core.attention import prefix_mask
 
 

@@ -34,7 +34,7 @@ LINEAR_NORMS = ("L", "none")
 @dataclass(frozen=True)
 class CopyArch:
     """The network and its loss (Spec B, section 2): hashable, so it fixes a compiled program.
-    The configs of the copy-head experiments extend it (:mod:`jaxattn.copyhead.config`).
+    The configs of the copy-head experiments extend it (:mod:`jaxattn.copyhead._config`).
 
     Attributes:
         L: sequence length.

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxattn.copyhead import network, task
-from jaxattn.copyhead.config import CopyData
+from jaxattn.copyhead._config import CopyData
 from jaxattn.copyhead.data import data_key
 from jaxattn.core import checks, diagnostics, precision
 from jaxattn.core.attention import prefix_mask

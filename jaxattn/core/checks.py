@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -186,7 +187,8 @@ def moved(module: str, paths: dict[str, str]) -> Callable[[str], Any]:
 
     Args:
         module: The module's dotted name.
-        paths: Old name -> the new path: a module (the name is appended) or a sentence.
+        paths: Old name -> the new path: a module (the name is appended) or a sentence. A path
+            through a private module says the name is internal now.
 
     Returns:
         The ``__getattr__`` function.
@@ -196,7 +198,38 @@ def moved(module: str, paths: dict[str, str]) -> Callable[[str], Any]:
         if name in paths:
             new = paths[name]
             where = new if " " in new else f"{new}.{name}"
+            if any(part.startswith("_") for part in where.split(" ")[0].split(".")):
+                raise AttributeError(f"{module}.{name} is internal now, not a public name: {where}")
             raise AttributeError(f"{module}.{name} has moved: use {where}")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return getattr_
+
+
+def unwritable(path: str, folder: bool = False) -> str | None:
+    """Why ``path`` could not be written (as a file, or created as a ``folder``), if it could
+    not, found without writing anything: an existing folder where a file goes (or the reverse),
+    a file where a folder must be on the way, or a folder without write permission.
+
+    Args:
+        path: The file or folder to write.
+        folder: Whether ``path`` is a folder (else a file).
+
+    Returns:
+        ``None`` if it can be written, else the reason (one line).
+    """
+    path = os.path.abspath(path)
+    if os.path.exists(path):
+        if folder != os.path.isdir(path):
+            return f"{path} is {'a file' if folder else 'a folder'}"
+        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
+            return f"{path} is not writable"
+        return None
+    above = os.path.dirname(path)
+    while not os.path.exists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        return f"{above} is a file, not a folder"
+    if not os.access(above, os.W_OK | os.X_OK):
+        return f"the folder {above} is not writable"
+    return None

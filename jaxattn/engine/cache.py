@@ -27,7 +27,7 @@ import pickle
 
 import jax
 
-from jaxattn.engine.files import atomic_write
+from jaxattn.engine._files import atomic_write
 
 _STATE: dict[str, str | None] = {"programs": None}
 

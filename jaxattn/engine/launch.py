@@ -1,4 +1,4 @@
-"""Sweeps on a cluster through submitit: the workers of :func:`~jaxattn.engine.sweep.run_sweep`
+"""Sweeps on a cluster through submitit: the workers of :func:`~jaxattn.engine._sweep.run_sweep`
 as the tasks of one job array.
 
 Task ``I`` of ``N`` runs the sweep as worker ``I/N`` (the chunks ``I, I + N, ...`` first, then
@@ -50,8 +50,8 @@ class SweepWorker(submitit.helpers.Checkpointable if submitit is not None else o
         from jaxattn.core.devices import use_cpu_cores
 
         use_cpu_cores()
-        from jaxattn.engine.sweep import run_sweep
-        from jaxattn.engine.sweepfile import parse
+        from jaxattn.engine._sweep import run_sweep
+        from jaxattn.engine._sweepfile import parse
 
         return list(run_sweep(parse(text), out, worker=(i, n)).computed)
 
@@ -101,8 +101,8 @@ def submit(
         raise ValueError(f"workers must be >= 1, got {workers}")
     import jax
 
-    from jaxattn.engine.sweep import open_store, sweep_plan
-    from jaxattn.engine.sweepfile import load_file
+    from jaxattn.engine._sweep import open_store, sweep_plan
+    from jaxattn.engine._sweepfile import load_file
 
     sweep = load_file(file)
     out = os.path.abspath(out)

@@ -10,7 +10,7 @@
     PATH/chunks/damaged/     chunks found damaged, set aside (and then recomputed)
     PATH/chunks/c000013.failed.json   the error of a chunk that raised
     PATH/claims/c000014.json who is computing chunk 14 (host, process, worker, heartbeat):
-                             :mod:`jaxattn.engine.claims`
+                             :mod:`jaxattn.engine._claims`
     PATH/log.jsonl           one line per worker start and per chunk computed (host, process,
                              worker, time)
 
@@ -39,9 +39,11 @@ import warnings
 import numpy as np
 import xarray as xr
 
-from jaxattn.engine import claims, provenance
-from jaxattn.engine.files import HOST, atomic_write, pid_alive
-from jaxattn.engine.sweepfile import read_sweep
+from jaxattn.core.checks import unwritable
+from jaxattn.engine import _claims as claims
+from jaxattn.engine import provenance
+from jaxattn.engine._files import HOST, atomic_write, pid_alive
+from jaxattn.engine._sweepfile import read_sweep
 
 ENGINE = "netcdf4"
 STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died, wherever it ran
@@ -439,7 +441,7 @@ def failure_times(root: str) -> dict[int, float]:
 
 def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool = True) -> dict:
     """A store's chunks, disjointly ``done``, ``failed``, ``claimed`` (by a live worker), ``stale``
-    (claimed by a worker judged dead: see :mod:`jaxattn.engine.claims`), ``damaged`` (a finished
+    (claimed by a worker judged dead: see :mod:`jaxattn.engine._claims`), ``damaged`` (a finished
     chunk whose checksum or size is not the one recorded: :func:`damaged`) and ``pending`` (the
     rest, damaged ones included);
     each worker's computed chunks, claims and last heartbeat; the grid points that diverged; and
@@ -557,7 +559,7 @@ def chunk_dataset(
 
     Args:
         variables: The grid's variables (the order of the points' tuples).
-        layout: The experiment's :class:`~jaxattn.engine.experiment.Layout`.
+        layout: The experiment's :class:`~jaxattn.engine._experiment.Layout`.
         cid: The chunk's id (an attribute).
         experiment: The experiment's name (an attribute).
         points: The chunk's points (tuples over ``variables``).
@@ -669,3 +671,24 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
         out["done"] = (dim_names, done.reshape(grid.shape))
     out.attrs = {**man.get("attrs", {}), "sweep": sweep.text, "jaxattn_version": man.get("version", "")}
     return out
+
+
+def out_problem(out: str) -> str | None:
+    """Why ``out`` cannot hold a store, if it cannot: a path under a file, a folder that cannot
+    be created or written, or one that holds other things and no store. Writes nothing.
+
+    Args:
+        out: The store's folder.
+
+    Returns:
+        ``None`` if a store can be made (or is) there, else the reason (one line).
+    """
+    why = unwritable(out, folder=True)
+    if why is not None:
+        return why
+    if os.path.isdir(out) and not os.path.exists(os.path.join(out, "manifest.json")):
+        other = foreign_entries(out)
+        if other:
+            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+            return f"{out} is not empty and not a sweep store (it holds {shown}); use a new or empty folder"
+    return None

@@ -10,12 +10,12 @@
   order-parameter ODEs), :mod:`~jaxattn.slm.sde` (their finite-``D`` SDE), :mod:`~jaxattn.slm.pruning`, :mod:`~jaxattn.slm.compare` (ODE against
   SGD);
 - grids on the engine: :mod:`~jaxattn.slm.experiments` (:func:`train`, :func:`integrate`);
-- :mod:`~jaxattn.slm.plots` and the command line :mod:`~jaxattn.slm.cli`.
+- :mod:`~jaxattn.slm.plots` and the command line :mod:`~jaxattn.slm._cli`.
 """
 
 from jaxattn.core import checks
 from jaxattn.slm import bayes, compare, experiments, network, ode, priors, pruning, risk, sde, sgd, task
-from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
+from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import SLM_ODE, SLM_SDE, SLM_SGD, integrate, train
 
 __all__ = [

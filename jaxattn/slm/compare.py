@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from jaxattn.core.checks import choice
-from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
+from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import integrate, train
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ def compare(
         n_bank: draws of the ODE's bank (default: the config's).
         noise: include the ``eta^2`` SGD-noise term (``False``: gradient flow).
         theory: ``"ode"`` (the order-parameter ODEs) or ``"sde"`` (their finite-``D`` SDE,
-            :class:`~jaxattn.slm.config.SLMSDEConfig`).
+            :class:`~jaxattn.slm._config.SLMSDEConfig`).
         progress: show progress bars.
 
     Returns:

@@ -15,7 +15,7 @@ at ``eta / B`` (drift and noise both).
 
 Integration uses ``diffrax.diffeqsolve`` (adaptive Dopri5). Each interval between two
 recording times is one solve (:func:`advance`), so the engine can step an ODE grid record by
-record (:mod:`jaxattn.slm.experiments.ode`, :func:`jaxattn.slm.integrate`: one compile per grid
+record (:mod:`jaxattn.slm.experiments._ode`, :func:`jaxattn.slm.integrate`: one compile per grid
 shape) and a program holds no host callback (diffrax checks the save times of
 ``SaveAt(ts=...)`` with one, which keeps a program out of JAX's persistent cache).
 A failed solve is reported per grid point (``ok``), never raised for the whole grid.

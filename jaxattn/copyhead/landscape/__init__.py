@@ -2,18 +2,18 @@
 sampling (``docs/theory/copy_head.md``, section 6).
 
 The posterior of ``G`` with ``W`` integrated out exactly, projected on the previous-token weight
-``a``, is sampled across the barrier by umbrella windows (:mod:`~jaxattn.copyhead.landscape.windows`)
+``a``, is sampled across the barrier by umbrella windows (:mod:`~jaxattn.copyhead.landscape._windows`)
 with SGLD or MALA and replica exchange between neighbouring windows on the engine
-(:mod:`~jaxattn.copyhead.landscape.experiment`, the ``copy_landscape`` experiment) and turned into
-``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape.profiles`); the basins' probabilities, at the
+(:mod:`~jaxattn.copyhead.landscape._experiment`, the ``copy_landscape`` experiment) and turned into
+``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape._profiles`); the basins' probabilities, at the
 sampled ``P`` and reweighted to its neighbours, give ``P*`` from sampling
-(:mod:`~jaxattn.copyhead.landscape.search`). The
+(:mod:`~jaxattn.copyhead.landscape._search`). The
 theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 :mod:`jaxattn.copyhead.fluctuations`.
 """
 
-from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape.profiles import (
+from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
     profile_of,
     reweighted_log_ratio,
@@ -21,8 +21,8 @@ from jaxattn.copyhead.landscape.profiles import (
     sampled_profile,
     window_diagnostics,
 )
-from jaxattn.copyhead.landscape.search import curve_crossing, landscape, landscape_of_dataset, linear_landscape
-from jaxattn.copyhead.landscape.windows import place_windows, posterior_target
+from jaxattn.copyhead.landscape._search import curve_crossing, landscape, landscape_of_dataset, linear_landscape
+from jaxattn.copyhead.landscape._windows import place_windows, posterior_target
 from jaxattn.core import checks
 
 __all__ = [
@@ -57,9 +57,9 @@ _MOVED = {
         )
     },
     **{n: "jaxattn.copyhead.fluctuations" for n in ("corrected_gap", "fluctuation_entropy", "p_star_corrected")},
-    **{n: "jaxattn.copyhead.landscape.windows" for n in ("C_RANGE", "default_range")},
-    **{n: "jaxattn.copyhead.landscape.profiles" for n in ("basin_log_ratio", "sampled_minimum")},
-    **{n: "jaxattn.copyhead.landscape.search" for n in ("crossing", "default_P")},
-    **{n: "jaxattn.copyhead.landscape.experiment" for n in ("CopyLandscape", "LandscapeStatic")},
+    **{n: "jaxattn.copyhead.landscape._windows" for n in ("C_RANGE", "default_range")},
+    **{n: "jaxattn.copyhead.landscape._profiles" for n in ("basin_log_ratio", "sampled_minimum")},
+    **{n: "jaxattn.copyhead.landscape._search" for n in ("crossing", "default_P")},
+    **{n: "jaxattn.copyhead.landscape._experiment" for n in ("CopyLandscape", "LandscapeStatic")},
 }
 __getattr__ = checks.moved("jaxattn.copyhead.landscape", _MOVED)

@@ -15,9 +15,9 @@ from jax.typing import DTypeLike
 
 from jaxattn import engine
 from jaxattn.copyhead import network, task
-from jaxattn.copyhead.config import CopyData, CopySGLDConfig, SGLDConfig
+from jaxattn.copyhead._config import CopyData, CopySGLDConfig, SGLDConfig
 from jaxattn.copyhead.data import chain_key, data_key, member_stats, stream_data, test_stats
-from jaxattn.copyhead.experiments.adam import LONG_NAMES
+from jaxattn.copyhead.experiments._adam import LONG_NAMES
 from jaxattn.core.kernels import sgld
 from jaxattn.engine import Experiment, Layout, choice_axis, int_axis, over_groups, segments, stream_values
 
@@ -96,7 +96,7 @@ class CopySGLD(Experiment):
     Attributes:
         name: ``"copy_sgld"``.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.copyhead.config.CopySGLDConfig`.
+        config_type: :class:`~jaxattn.copyhead._config.CopySGLDConfig`.
         axes: ``P``, ``start`` (``"uniform"`` or ``"copy"``), ``data_seed`` and ``chain``.
         block: default streams per block.
         group: default members per group.

@@ -22,7 +22,7 @@ import xarray as xr
 
 from jaxattn import engine
 from jaxattn.copyhead import network
-from jaxattn.copyhead.config import CopyConfig
+from jaxattn.copyhead._config import CopyConfig
 from jaxattn.copyhead.data import data_key, init_key, member_stats, stream_data, test_stats
 from jaxattn.core.kernels import full_batch
 from jaxattn.engine import Experiment, Layout, choice_axis, int_axis, over_groups, segments, stream_values
@@ -117,7 +117,7 @@ class CopyAdam(Experiment):
     Attributes:
         name: ``"copy_adam"``.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.copyhead.config.CopyConfig`.
+        config_type: :class:`~jaxattn.copyhead._config.CopyConfig`.
         axes: ``P``, ``seed`` and ``init`` (``"random"`` or ``"copy"``).
         block: default streams per block.
         group: default members per group.

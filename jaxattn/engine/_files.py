@@ -103,32 +103,3 @@ def exclusive_link(src: str, dst: str) -> None:
     fd = os.open(dst, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
         out.write(inp.read())
-
-
-def unwritable(path: str, folder: bool = False) -> str | None:
-    """Why ``path`` could not be written (as a file, or created as a ``folder``), if it could
-    not, found without writing anything: an existing folder where a file goes (or the reverse),
-    a file where a folder must be on the way, or a folder without write permission.
-
-    Args:
-        path: The file or folder to write.
-        folder: Whether ``path`` is a folder (else a file).
-
-    Returns:
-        ``None`` if it can be written, else the reason (one line).
-    """
-    path = os.path.abspath(path)
-    if os.path.exists(path):
-        if folder != os.path.isdir(path):
-            return f"{path} is {'a file' if folder else 'a folder'}"
-        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
-            return f"{path} is not writable"
-        return None
-    above = os.path.dirname(path)
-    while not os.path.exists(above):
-        above = os.path.dirname(above)
-    if not os.path.isdir(above):
-        return f"{above} is a file, not a folder"
-    if not os.access(above, os.W_OK | os.X_OK):
-        return f"the folder {above} is not writable"
-    return None

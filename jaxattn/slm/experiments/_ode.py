@@ -18,8 +18,8 @@ from jaxattn.engine import Experiment, Layout, over_groups, stream_values
 from jaxattn.slm import network
 from jaxattn.slm import ode as slm_ode
 from jaxattn.slm import sde as slm_sde
-from jaxattn.slm.config import SLMODEConfig, SLMSDEConfig
-from jaxattn.slm.experiments.common import (
+from jaxattn.slm._config import SLMODEConfig, SLMSDEConfig
+from jaxattn.slm.experiments._common import (
     HYPER,
     ODE_AXES,
     directions_and_test_key,
@@ -82,7 +82,7 @@ class OrderParameterODE(Experiment):
     Attributes:
         name: ``"slm_ode"``, the name it is registered under.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.slm.config.SLMODEConfig`.
+        config_type: :class:`~jaxattn.slm._config.SLMODEConfig`.
         axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``, ``noise``.
         x64: ``True``: traced and run in float64.
         block: default streams per block.
@@ -233,7 +233,7 @@ class OrderParameterSDE(OrderParameterODE):
     Attributes:
         name: ``"slm_sde"``, the name it is registered under.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.slm.config.SLMSDEConfig`.
+        config_type: :class:`~jaxattn.slm._config.SLMSDEConfig`.
     """
 
     name = "slm_sde"
@@ -345,16 +345,16 @@ def integrate(config: SLMODEConfig | None = None, start: slm_ode.OrderParams | N
     """The order-parameter ODEs over the grid ``seed x H x L x eta x signal x noise`` (float64):
     a Dataset with dimensions ``(seed, H, L, eta, signal, noise, time, head, ...)`` holding ``M``,
     ``Q``, ``b``, ``risk`` and ``diverged`` (a failed solve). Each seed starts from the initial
-    order parameters of :func:`~jaxattn.slm.experiments.sgd.train`'s run of that seed, so theory
+    order parameters of :func:`~jaxattn.slm.experiments._sgd.train`'s run of that seed, so theory
     and simulation are paired, or from ``start[seed]``. An
-    :class:`~jaxattn.slm.config.SLMSDEConfig` integrates the SDE.
+    :class:`~jaxattn.slm._config.SLMSDEConfig` integrates the SDE.
 
     Args:
         config: the fixed parameters (default ``SLMODEConfig()``); a plain
-            :class:`~jaxattn.slm.config.SLMConfig` gets the ODE fields' defaults.
+            :class:`~jaxattn.slm._config.SLMConfig` gets the ODE fields' defaults.
         start: given starts (:class:`GivenStartODE`): seed ``s`` starts from ``M[s]``, ``Q[s]``,
             ``b[s]``; ``None``: each seed from its SGD run's start. The ODEs only.
-        **kw: the axes of :func:`~jaxattn.slm.experiments.sgd.train` and ``noise`` (``1``: online
+        **kw: the axes of :func:`~jaxattn.slm.experiments._sgd.train` and ``noise`` (``1``: online
             SGD, with the ``eta^2`` noise term; ``0``: gradient flow), a value or a list each
             (default :data:`INTEGRATE_GRID`); and the options of :func:`jaxattn.engine.run` (``progress``, ``devices``, ``block``, ``group``, ``chunk_size``, ``memory_budget``).
 

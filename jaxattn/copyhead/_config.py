@@ -235,7 +235,7 @@ class CopyLandscapeConfig(network.CopyArch):
         n_windows: windows per ``P`` (the placement's targets, padded to this many; one shape,
             hence one compile, for every ``P``).
         c_lo, c_hi: the span of the targets on the windows' coordinate (``c_G`` for softmax,
-            ``|a_G|`` for linear; default :func:`jaxattn.copyhead.landscape.windows.default_range`).
+            ``|a_G|`` for linear; default :func:`jaxattn.copyhead.landscape._windows.default_range`).
         max_spacing: the targets' largest spacing.
         spring: the windows' spring constant (default: from the reduced action).
         burn_in: SGLD steps before the first draw.

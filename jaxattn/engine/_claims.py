@@ -4,7 +4,7 @@ A worker that wants to compute chunk ``c`` creates ``PATH/claims/c000012.json`` 
 (a hard link of a file it has written whole: of workers racing, exactly one succeeds, on one host
 or several), holding its host, process, worker label, a random token and the time. While it
 computes, a heartbeat thread touches the file (its modification time is the heartbeat). It then
-writes the chunk (atomically, :mod:`jaxattn.engine.files`) and removes its claim.
+writes the chunk (atomically, :mod:`jaxattn.engine._files`) and removes its claim.
 
 A claim is *stale*, and another worker takes the chunk over, when
 
@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from jaxattn.engine.files import HOST, create_exclusive, exclusive_link, pid_alive
+from jaxattn.engine._files import HOST, create_exclusive, exclusive_link, pid_alive
 
 DEFAULT_TIMEOUT = 300.0  # seconds without a heartbeat after which a claim is stale
 

@@ -1,7 +1,7 @@
 """Command line of the single-location model: ``jaxattn slm train | compare | bayes-risk | prune``.
 
-The options are the fields of :class:`~jaxattn.slm.config.SLMConfig` (and, for ``compare``, of
-:class:`~jaxattn.slm.config.SLMODEConfig`) with their defaults, plus the grid axes as
+The options are the fields of :class:`~jaxattn.slm._config.SLMConfig` (and, for ``compare``, of
+:class:`~jaxattn.slm._config.SLMODEConfig`) with their defaults, plus the grid axes as
 comma-separated lists (``--H 2,4 --eta 0.5,1``) and ``--seeds N`` for seeds ``0 .. N-1``.
 Every command accepts ``--json`` to print its headline numbers as one JSON object.
 """
@@ -15,8 +15,8 @@ import numpy as np
 
 from jaxattn.cli.common import Choice, OutPath, axis_list, clean_errors, config_from, config_options, emit
 from jaxattn.core.attention import available_activations
-from jaxattn.slm.config import SLMConfig, SLMODEConfig, SLMSDEConfig
-from jaxattn.slm.experiments.common import AXES
+from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
+from jaxattn.slm.experiments import SLM_SGD
 
 CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
 
@@ -42,7 +42,7 @@ def prior_options(fn):
 def model_options(fn):
     """The config's fields, the prior, the grid axes, ``--seeds`` and ``--progress``."""
     for opt in reversed(
-        [axis_list(a) for a in AXES if a.name != "seed"]
+        [axis_list(a) for a in SLM_SGD.axes if a.name != "seed"]
         + [
             click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1."),
             click.option("--progress/--no-progress", default=True, show_default=True),

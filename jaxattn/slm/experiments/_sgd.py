@@ -20,8 +20,8 @@ from jaxattn import engine
 from jaxattn.core.attention import prefix_mask
 from jaxattn.engine import Experiment, Layout, over_groups, stream_values
 from jaxattn.slm import network, priors, sgd, task
-from jaxattn.slm.config import SLMConfig
-from jaxattn.slm.experiments.common import (
+from jaxattn.slm._config import SLMConfig
+from jaxattn.slm.experiments._common import (
     AXES,
     GRID_AXES,
     HYPER,
@@ -59,7 +59,7 @@ class OnlineSGDExperiment(Experiment):
     Attributes:
         name: ``"slm_sgd"``, the name it is registered under.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.slm.config.SLMConfig`.
+        config_type: :class:`~jaxattn.slm._config.SLMConfig`.
         axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``.
         block: default streams per block.
         group: default members per group.

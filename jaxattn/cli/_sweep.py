@@ -69,7 +69,7 @@ def start_distributed() -> None:
 
 def _check_store_out(out: str) -> None:
     """Refuse an ``--out`` that cannot hold a store before any work."""
-    from jaxattn.engine.sweep import out_problem
+    from jaxattn.engine.store import out_problem
 
     why = out_problem(out)
     if why is not None:

@@ -4,7 +4,7 @@ An :class:`Experiment` declares once what a model is:
 
 - ``config_type``: its fixed parameters, a frozen dataclass with defaults and ``validate()``
   (:mod:`jaxattn.engine.config` derives sweep fields and command-line options from it);
-- ``axes``: its grid axes (:class:`~jaxattn.engine.axes.Axis`), which of them are *shared*
+- ``axes``: its grid axes (:class:`~jaxattn.engine._axes.Axis`), which of them are *shared*
   hyper-parameters (points differing only there share one data stream), and defaults;
 - ``setup(config, values)``: a hashable ``static`` (shapes and choices that fix the compiled
   program: shape-changing axes such as ``H``, ``L``, ``P`` enter only through their largest
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Int, PyTree
 
-from jaxattn.engine.axes import Axis
+from jaxattn.engine._axes import Axis
 
 
 class Layout(NamedTuple):
@@ -59,7 +59,7 @@ class Layout(NamedTuple):
 
 class Experiment:
     """Base class of the experiments (one instance per experiment, registered by name in
-    :mod:`jaxattn.engine.registry`). Subclasses set the class attributes and implement
+    :mod:`jaxattn.engine._registry`). Subclasses set the class attributes and implement
     :meth:`setup`, :meth:`params`, :meth:`compute` and :meth:`layout`.
 
     Attributes:

@@ -4,7 +4,7 @@ landscape``.
 ``train`` runs full-batch Adam over a grid ``P x seeds x inits`` and reports the global minimum
 per ``P``; ``sample`` runs SGLD chains on ``exp(-N U)`` from a uniform and a copy start; ``theory``
 and ``phase-diagram`` evaluate the reduced effective action. The options are the fields of the
-configs (:mod:`jaxattn.copyhead.config`) with their defaults; every command accepts ``--json``.
+configs (:mod:`jaxattn.copyhead._config`) with their defaults; every command accepts ``--json``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import click
 import numpy as np
 
 from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, ints, words
-from jaxattn.copyhead.config import (
+from jaxattn.copyhead._config import (
     LANDSCAPE_KERNELS,
     REWEIGHT_SPAN,
     CopyConfig,

@@ -14,9 +14,9 @@ import xarray as xr
 
 from jaxattn import engine
 from jaxattn.copyhead import action, network
-from jaxattn.copyhead.config import CopyLandscapeConfig
-from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape.windows import default_range, place_windows
+from jaxattn.copyhead._config import CopyLandscapeConfig
+from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape._windows import default_range, place_windows
 from jaxattn.copyhead.profile import prev_weight, profile_coordinate, theory_profile
 from jaxattn.core import checks, diagnostics, umbrella
 from jaxattn.core.kernels import exchange

@@ -2,7 +2,7 @@
 
 A sweep file is TOML::
 
-    model = "slm_sgd"                 # an experiment registered in jaxattn.engine.registry
+    model = "slm_sgd"                 # an experiment registered in jaxattn.engine._registry
 
     [fixed]                           # the config's fields, and axes held at one value
     D = 200
@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxattn.core.checks import plain, toml_key
+from jaxattn.engine import _registry as registry
 from jaxattn.engine import config as cfgs
-from jaxattn.engine import registry
-from jaxattn.engine.axes import Dim, Grid, check_dims, parse_dims
-from jaxattn.engine.plan import DEFAULT_MEMORY_BUDGET
+from jaxattn.engine._axes import Dim, Grid, check_dims, parse_dims
+from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET
 
 TOP_KEYS = ("model", "fixed", "grid", "execution")
 EXECUTION_KEYS = ("block", "group", "chunk_size", "memory_budget")
@@ -98,7 +98,7 @@ class Sweep:
 
     @property
     def experiment(self):
-        """The registered experiment (:func:`~jaxattn.engine.registry.get`)."""
+        """The registered experiment (:func:`~jaxattn.engine._registry.get`)."""
         return registry.get(self.model)
 
     @property

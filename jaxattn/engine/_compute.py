@@ -35,9 +35,9 @@ import numpy as np
 import xarray as xr
 
 from jaxattn.engine import config as cfgs
-from jaxattn.engine.axes import Grid
-from jaxattn.engine.experiment import Experiment, loop_over
-from jaxattn.engine.plan import DEFAULT_MEMORY_BUDGET, Plan, make_plan
+from jaxattn.engine._axes import Grid
+from jaxattn.engine._experiment import Experiment, loop_over
+from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, make_plan
 
 # --- the compiled programs -----------------------------------------------------------------------
 
@@ -392,7 +392,7 @@ def run(
     grid dimension, then the observables' own dimensions; the config, the experiment's name and
     the package version in its attributes.
 
-    The grid comes from a :class:`~jaxattn.engine.axes.Grid`, or from keyword arguments, one
+    The grid comes from a :class:`~jaxattn.engine._axes.Grid`, or from keyword arguments, one
     plain dimension per axis named, in that order (``run(SLM_SGD, seed=range(4), H=[2, 4])``):
     the models' Python entry points are this call with their defaults.
 

@@ -12,9 +12,9 @@ import numpy as np
 import xarray as xr
 
 from jaxattn.copyhead import action, linear, network
-from jaxattn.copyhead.config import REWEIGHT_SPAN, CopyLandscapeConfig
-from jaxattn.copyhead.landscape.experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape.profiles import (
+from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
+from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
     basin_log_ratio,
     profile_of,
@@ -23,7 +23,7 @@ from jaxattn.copyhead.landscape.profiles import (
     sampled_minimum,
     sampled_profile,
 )
-from jaxattn.copyhead.landscape.windows import default_range, place_windows
+from jaxattn.copyhead.landscape._windows import default_range, place_windows
 from jaxattn.copyhead.profile import theory_barrier, theory_slope
 from jaxattn.core import checks, precision, umbrella
 
@@ -358,7 +358,7 @@ def landscape(
     zero (:func:`crossing`), against the theory's ``P*`` at the same ``N``.
 
     Each sampled ``P``'s draws are reweighted to ``P + d`` for ``|d| <= reweight_span`` (default
-    :data:`~jaxattn.copyhead.config.REWEIGHT_SPAN`; :func:`reweighted_log_ratio`): the scan starts at the theory's ``P*``
+    :data:`~jaxattn.copyhead._config.REWEIGHT_SPAN`; :func:`reweighted_log_ratio`): the scan starts at the theory's ``P*``
     alone, and while no curve crosses zero, adds the ``P`` where the curve nearest zero, followed
     along its own slope, would cross (up to ``max_extend`` more). With ``reweight_span=0`` the scan
     starts from :func:`default_P` and adds ``P`` by secant steps on the sampled log-odds: outward
@@ -374,7 +374,7 @@ def landscape(
         max_extend: the most ``P`` added to find the crossing.
         progress: show a progress bar over ``P``.
         **kw: passed to :func:`sampled_profile` (with ``reweight_span`` default
-            :data:`~jaxattn.copyhead.config.REWEIGHT_SPAN`).
+            :data:`~jaxattn.copyhead._config.REWEIGHT_SPAN`).
 
     Returns:
         A dict: ``N``, ``P`` (list, increasing), ``p_star_theory``, ``a_barrier``,

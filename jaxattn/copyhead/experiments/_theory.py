@@ -12,7 +12,7 @@ import xarray as xr
 
 from jaxattn import engine
 from jaxattn.copyhead import action, softmax
-from jaxattn.copyhead.config import CopyTheoryConfig
+from jaxattn.copyhead._config import CopyTheoryConfig
 from jaxattn.copyhead.linear import linear_minimum
 from jaxattn.engine import Layout, OneShot, float_axis, int_axis
 
@@ -27,7 +27,7 @@ class CopyTheory(OneShot):
     Attributes:
         name: ``"copy_theory"``.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.copyhead.config.CopyTheoryConfig`.
+        config_type: :class:`~jaxattn.copyhead._config.CopyTheoryConfig`.
         axes: ``P``, ``L``, ``V``, ``N``, ``beta``, ``omega`` and ``sigma_G2``.
         x64: true (float64).
         block: default streams per block.

@@ -14,7 +14,7 @@ from jaxattn import engine
 from jaxattn.core.checks import plain
 from jaxattn.engine import Layout, float_axis, int_axis
 from jaxattn.slm import task
-from jaxattn.slm.config import SLMConfig
+from jaxattn.slm._config import SLMConfig
 
 GRID_AXES = ("seed", "H", "L", "eta", "signal")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from jaxattn.engine.experiment import Experiment
+from jaxattn.engine._experiment import Experiment
 
 BUILTIN = {
     "slm_sgd": "jaxattn.slm.experiments:SLM_SGD",

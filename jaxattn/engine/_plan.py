@@ -3,7 +3,7 @@
 :func:`make_plan` validates the config, the grid and the block settings (every problem named,
 in one :class:`GridError`) and groups the grid's points into *streams*: points equal in every
 axis the experiment does not declare shared, which see the same data. The compiled programs and
-the chunks that run the plan are in :mod:`jaxattn.engine.compute`.
+the chunks that run the plan are in :mod:`jaxattn.engine._compute`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import jax
 import numpy as np
 
 from jaxattn.core.checks import plain
-from jaxattn.engine.axes import Grid, check_dims
-from jaxattn.engine.experiment import Experiment
+from jaxattn.engine._axes import Grid, check_dims
+from jaxattn.engine._experiment import Experiment
 
 DEFAULT_MEMORY_BUDGET = 2 * 10**9
 """Bytes per chunk when neither ``chunk_size`` nor ``memory_budget`` is given."""

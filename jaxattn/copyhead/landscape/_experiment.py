@@ -1,5 +1,5 @@
 """The ``copy_landscape`` experiment: one ladder of umbrella windows per ``(P, data_seed, chain)``
-on the copy head's posterior (:mod:`jaxattn.copyhead.landscape.windows`), an SGLD chain in each,
+on the copy head's posterior (:mod:`jaxattn.copyhead.landscape._windows`), an SGLD chain in each,
 with replica exchange between neighbours; the windows are placed from ``(config, P)`` alone, so a
 sweep runs it as the Python API does.
 """
@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
-from jaxattn.copyhead.config import CopyLandscapeConfig
+from jaxattn.copyhead._config import CopyLandscapeConfig
 from jaxattn.copyhead.data import data_key, member_stats, stream_data
-from jaxattn.copyhead.landscape.windows import ansatz_logits, default_range, place_windows, posterior_target
+from jaxattn.copyhead.landscape._windows import ansatz_logits, default_range, place_windows, posterior_target
 from jaxattn.core import umbrella
 from jaxattn.core.kernels import exchange, mala, sgld
 from jaxattn.engine import Experiment, Layout, int_axis, over_groups, segments, stream_values
@@ -110,7 +110,7 @@ class CopyLandscape(Experiment):
     Attributes:
         name: ``"copy_landscape"``.
         doc: one line describing it.
-        config_type: :class:`~jaxattn.copyhead.config.CopyLandscapeConfig`.
+        config_type: :class:`~jaxattn.copyhead._config.CopyLandscapeConfig`.
         axes: ``P``, ``data_seed`` and ``chain`` (the ladder's noise).
         block: default streams per block.
         group: default members per group.

@@ -1,11 +1,11 @@
 """Running a sweep file into a resumable store: the engine's run, chunk by chunk, to disk.
 
-:func:`run_sweep` plans the sweep's chunks once (whole streams each, :func:`~jaxattn.engine.compute.
+:func:`run_sweep` plans the sweep's chunks once (whole streams each, :func:`~jaxattn.engine._compute.
 chunk_streams`), writes the plan to ``manifest.json`` unless a store is already there (the first
 process to get there writes it; the others check their sweep against it), and then claims and
-computes chunks that are not finished, each through :func:`~jaxattn.engine.compute.compute_chunk`
+computes chunks that are not finished, each through :func:`~jaxattn.engine._compute.compute_chunk`
 exactly as an in-memory run computes it, writing each as it finishes. Any number of workers, on
-one host or many, share a store through the claims (:mod:`jaxattn.engine.claims`), with no
+one host or many, share a store through the claims (:mod:`jaxattn.engine._claims`), with no
 coordinator. A rerun skips finished chunks and retries failed ones; a grid with new values extends
 the plan (``extend=True``).
 """
@@ -20,11 +20,12 @@ from dataclasses import dataclass
 import jax
 
 from jaxattn.core.checks import plain
-from jaxattn.engine import claims, provenance, store
-from jaxattn.engine.compute import ProgressBar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs
-from jaxattn.engine.files import HOST, create_exclusive, unwritable
-from jaxattn.engine.plan import Plan, make_plan
-from jaxattn.engine.sweepfile import Sweep
+from jaxattn.engine import _claims as claims
+from jaxattn.engine import provenance, store
+from jaxattn.engine._compute import ProgressBar, chunk_shape, chunk_streams, compute_chunk, dataset_attrs
+from jaxattn.engine._files import HOST, create_exclusive
+from jaxattn.engine._plan import Plan, make_plan
+from jaxattn.engine._sweepfile import Sweep
 
 
 class SweepChanged(RuntimeError):
@@ -64,7 +65,7 @@ def sweep_plan(sweep: Sweep) -> Plan:
         sweep: The parsed sweep file.
 
     Returns:
-        The ``Plan`` (see :func:`~jaxattn.engine.plan.make_plan`).
+        The ``Plan`` (see :func:`~jaxattn.engine._plan.make_plan`).
     """
     return make_plan(
         sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group
@@ -118,7 +119,7 @@ def open_store(
     """
     import json
 
-    why = out_problem(out)
+    why = store.out_problem(out)
     if why is not None:
         raise ValueError(f"out: {why}")
     if chunk_size is not None and chunk_size < 1:
@@ -182,27 +183,6 @@ def open_store(
         store.write_json(os.path.join(out, "manifest.json"), man)
         store.write_text(os.path.join(out, "sweep.toml"), sweep.text)
     return man
-
-
-def out_problem(out: str) -> str | None:
-    """Why ``out`` cannot hold a store, if it cannot: a path under a file, a folder that cannot
-    be created or written, or one that holds other things and no store. Writes nothing.
-
-    Args:
-        out: The store's folder.
-
-    Returns:
-        ``None`` if a store can be made (or is) there, else the reason (one line).
-    """
-    why = unwritable(out, folder=True)
-    if why is not None:
-        return why
-    if os.path.isdir(out) and not os.path.exists(os.path.join(out, "manifest.json")):
-        other = store.foreign_entries(out)
-        if other:
-            shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
-            return f"{out} is not empty and not a sweep store (it holds {shown}); use a new or empty folder"
-    return None
 
 
 def _manifest(sweep: Sweep, plan: Plan, chunks: list[dict]) -> dict:
@@ -311,7 +291,7 @@ def run_sweep(
     """Run (or resume, or help with) ``sweep`` into the store at ``out``.
 
     Any number of processes may run the same sweep into one store at once, on one host or many
-    (a shared file system): each claims a chunk (:mod:`jaxattn.engine.claims`), computes it,
+    (a shared file system): each claims a chunk (:mod:`jaxattn.engine._claims`), computes it,
     writes it and takes the next, until every chunk is finished; claims of dead workers are
     taken over. ``worker = (I, N)`` only sets which chunks this process tries first (``I``, ``I +
     N``, ...); under ``jax.distributed`` it defaults to ``(process_index, process_count)``, and
