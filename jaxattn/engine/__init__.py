@@ -19,9 +19,10 @@ from jaxattn.engine._compute import clear_caches, run
 from jaxattn.engine._experiment import Experiment, Layout, OneShot, over_groups, segments, stream_values
 from jaxattn.engine._plan import GridError, Plan, make_plan
 from jaxattn.engine._registry import get, names, register
+from jaxattn.engine._status import status
 from jaxattn.engine._sweep import Report, SweepChanged, run_sweep, sweep_plan
 from jaxattn.engine._sweepfile import Sweep, SweepFileError, dumps, load_file, parse, parse_size
-from jaxattn.engine.store import DamagedStore, NotAStore, load_store, status
+from jaxattn.engine.store import DamagedStore, NotAStore, load_store
 
 __all__ = [
     "Axis",
