@@ -33,7 +33,6 @@ import jaxattn
 jaxattn.use_cpu_cores()
 
 import _options  # noqa: E402
-import numpy as np  # noqa: E402
 
 from jaxattn.copyhead import (  # noqa: E402
     fluctuations,
@@ -64,26 +63,14 @@ if OPT.quick:  # N = 20 alone (each N is compiled anew), few short chains, at mo
 
 
 def add_corrected(row: dict, N: float) -> None:
-    """The reduced and the Gaussian-corrected gaps at the row's P, and the corrected P*: Brent's
-    method on the first bracket of a sign change, scanning P upward in steps of 2% from the
-    grid when the grid has none (``None`` where the Gaussian approximation fails: a Hessian
-    eigenvalue that is not positive)."""
+    """The reduced and the Gaussian-corrected gaps at the row's P, and the corrected P*
+    (``fluctuations.p_star_corrected_near`` from the reduced action's P*: ``None`` where the
+    Gaussian approximation fails, a Hessian eigenvalue that is not positive)."""
     c_bar = float(profile.copy_strength(row["a_barrier"], ARCH.L))
     gaps = [fluctuations.corrected_gap(ARCH, P, N, c_bar) for P in row["P"]]
     row["gap_reduced"] = [g[0] for g in gaps]
     row["gap_corrected"] = [g[1] for g in gaps]
-    Ps, g = list(row["P"]), [x[1] for x in gaps]
-    while np.isfinite(g[-1]) and g[-1] > 0 and Ps[-1] < 2 * row["p_star_theory"]:
-        Ps.append(int(np.ceil(Ps[-1] * 1.02)))
-        g.append(fluctuations.corrected_gap(ARCH, Ps[-1], N, c_bar)[1])
-    g = np.asarray(g)
-    change = np.flatnonzero((np.sign(g[:-1]) != np.sign(g[1:])) & np.isfinite(g[:-1]) & np.isfinite(g[1:]))
-    try:  # the Gaussian correction needs a positive Hessian at both minima all along the bracket
-        row["p_star_corrected"] = (
-            fluctuations.p_star_corrected(ARCH, N, (Ps[change[0]], Ps[change[0] + 1])) if change.size else None
-        )
-    except ValueError:
-        row["p_star_corrected"] = None
+    row["p_star_corrected"] = fluctuations.p_star_corrected_near(ARCH, N, row["p_star_theory"])
 
 
 def main(corrected_only: bool = False):

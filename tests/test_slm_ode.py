@@ -163,7 +163,9 @@ def test_random_initial_conditions_have_the_finite_D_law(x64):
 @pytest.mark.slow  # about 2 to 3 minutes each on 2 cores
 @pytest.mark.parametrize(
     ("activation", "batch", "eta", "bias_lr"),
-    [("softmax", 1, 1.0, 1.0), ("softmax1", 1, 1.0, 1.0), ("softmax1", 1, 1.0, 4.0), ("bayes_softmax", 1, 1.0, 1.0),
+    # softmax-1 runs at bias_lr = 4 alone: it tracks the ODE through specialisation with the
+    # bias step four times the default, which bias_lr = 1 would repeat with smaller moves
+    [("softmax", 1, 1.0, 1.0), ("softmax1", 1, 1.0, 4.0), ("bayes_softmax", 1, 1.0, 1.0),
      ("bayes_softmax", 4, 4.0, 1.0)],
 )
 def test_ode_tracks_online_sgd_through_specialisation(activation, batch, eta, bias_lr):

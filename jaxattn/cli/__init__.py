@@ -32,7 +32,9 @@ GROUPS: dict[str, tuple[str, str, dict[str, str]]] = {
         {
             "landscape": "Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token "
             "weight, with P* from sampling; linear along |a_G|, with the minimum against the theory's.",
-            "phase-diagram": "Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes.",
+            "phase-diagram": "Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes; "
+            "with --sampled, P* from sampling at every (L, N) against the reduced and corrected theories, and "
+            "where the sampled first-order line ends.",
             "sample": "SGLD chains on exp(-N U) from uniform and copy starts; report posterior means per P.",
             "theory": "Minima of the reduced action: softmax P*, spinodals and jump; linear onsets and crossover.",
             "train": "Full-batch Adam on U over P x seeds x inits; report the global minimum per P.",

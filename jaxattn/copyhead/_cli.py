@@ -16,7 +16,7 @@ from typing import Any
 import click
 import numpy as np
 
-from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, ints, words
+from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, floats, ints, words
 from jaxattn.copyhead._config import (
     LANDSCAPE_KERNELS,
     REWEIGHT_SPAN,
@@ -197,6 +197,10 @@ def theory(N, P, as_json, **o):
     emit(theory_summary(config_from(CopyArch, o), N, Ps), as_json)
 
 
+THEORY_ONLY = ("L_max", "n_P", "critical")
+"""``THEORY_ONLY`` are the options of ``phase-diagram`` that only the reduced action's diagram reads."""
+
+
 @copy.command("phase-diagram")
 @click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
@@ -205,7 +209,7 @@ def theory(N, P, as_json, **o):
     type=OutPath(folder=True),
     default="results/copy_theory",
     show_default=True,
-    help="Folder of the figures.",
+    help="Folder of the figures (and, with --sampled, of each (L, N) row as it finishes: a rerun resumes).",
 )
 @click.option(
     "--critical/--no-critical",
@@ -213,10 +217,46 @@ def theory(N, P, as_json, **o):
     show_default=True,
     help="Locate the end of the softmax first-order line (V = 4; about 30 s).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the fits as one JSON object.")
+@click.option("--sampled", is_flag=True, help="The phase diagram from sampling: P*, barrier and jump at every (L, N).")
+@click.option("--L", "Ls", callback=ints, default="32", show_default=True, help="--sampled: sequence lengths (list).")
+@click.option("--V", "V", type=int, default=4, show_default=True, help="--sampled: vocabulary size.")
+@click.option(
+    "--N",
+    "Ns",
+    callback=floats,
+    default="1,2,5,10,20",
+    show_default=True,
+    help="--sampled: inverse temperatures (list).",
+)
+@config_options(
+    CopyLandscapeConfig,
+    choices={**CHOICES, "kernel": LANDSCAPE_KERNELS},
+    skip=("L", "V", "attention", "linear_norm", "N", "n_windows", "c_lo", "c_hi", "chain_seed"),
+    defaults={"reweight_span": REWEIGHT_SPAN},
+)
+@click.option("--data-seed", type=int, default=0, show_default=True, help="--sampled: the training data set.")
+@click.option("--n-chains", type=int, default=2, show_default=True, help="--sampled: ladders of umbrella windows.")
+@click.option("--seed", type=int, default=0, show_default=True, help="--sampled: seed of the chains.")
+@progress_option
+@click.option("--json", "as_json", is_flag=True, help="Print the fits (or the sampled rows) as one JSON object.")
+@click.pass_context
 @clean_errors
-def phase_diagram(L_max, n_P, out_dir, critical, as_json):
-    """Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes."""
+def phase_diagram(ctx, L_max, n_P, out_dir, critical, sampled, Ls, V, Ns, progress, as_json, **o):
+    """Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes; with
+    --sampled, P* from sampling at every (L, N) against the reduced and corrected theories, and
+    where the sampled first-order line ends."""
+    from click.core import ParameterSource
+
+    given = {k for k in ctx.params if ctx.get_parameter_source(k) != ParameterSource.DEFAULT}
+    flag_of = {q.name: q.opts[0] for q in ctx.command.params}
+    theory_given = sorted(flag_of[k] for k in given & set(THEORY_ONLY))
+    sampled_given = sorted(flag_of[k] for k in given - set(THEORY_ONLY) - {"out_dir", "as_json", "sampled"})
+    if sampled and theory_given:
+        raise ValueError(f"{', '.join(theory_given)}: not read with --sampled (the reduced action's diagram only)")
+    if not sampled and sampled_given:
+        raise ValueError(f"{', '.join(sampled_given)}: these options need --sampled")
+    if sampled:
+        return _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o)
     from jaxattn.copyhead.plots import landscape_figure, phase_figures
 
     if L_max < 32:
@@ -226,6 +266,43 @@ def phase_diagram(L_max, n_P, out_dir, critical, as_json):
     fits = phase_figures(out_dir, L_max=L_max, n_P=n_P, critical=critical)
     fits["landscape"] = landscape_figure(os.path.join(out_dir, "copy_landscape.png"))
     emit(fits, as_json)
+
+
+def _pm(x, dx, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f} +- {dx:.{digits}f}"
+
+
+def _phase_line(row: dict) -> str:
+    """One row of the sampled phase diagram, as a line of text."""
+    corrected = "-" if row["p_star_corrected"] is None else f"{row['p_star_corrected']:.1f}"
+    return (
+        f"L={row['L']} N={row['N']:g}: P* {_pm(row['p_star_sampled'], row['p_star_sampled_err'])} "
+        f"({'first order' if row['first_order_sampled'] else 'no resolved jump'}; "
+        f"barrier {_pm(row['barrier'], row['barrier_err'])} kT, jump in a {_pm(row['jump_a'], row['jump_a_err'], 3)}); "
+        f"reduced {row['p_star_reduced']:.1f}, corrected {corrected} [{row['seconds']} s]"
+    )
+
+
+def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o):
+    from jaxattn.copyhead import landscape
+    from jaxattn.copyhead.plots import sampled_phase_figure
+
+    def report(row):  # as each point finishes: a long map shows its progress
+        click.echo(_phase_line(row), err=True)
+
+    r = landscape.sampled_phase_diagram(Ls, Ns, V, out=out_dir, progress=progress, on_row=report, **o)
+    r["figure"] = sampled_phase_figure(r, os.path.join(out_dir, "copy_phase_sampled.png"))
+    if as_json:
+        return emit(r, True)
+    for key, name in (("critical_N_sampled", "L"), ("critical_L_sampled", "N")):
+        for v, c in r[key].items():
+            where = (
+                "not bracketed"
+                if c is None
+                else f"{c['value']:.3g} (between {c['bracket'][0]:g} and {c['bracket'][1]:g})"
+            )
+            click.echo(f"{key} at {name}={v}: {where}")
+    click.echo(f"figure: {r['figure']}")
 
 
 @copy.command()

@@ -100,3 +100,46 @@ def p_star_corrected(arch: network.CopyArch, N: float, bracket: tuple[float, flo
     c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
     root = brentq(lambda P: corrected_gap(arch, P, N, c_bar)[1], *bracket, xtol=0.05)
     return float(root)  # pyright: ignore[reportArgumentType]  (full_output=False: a float)
+
+
+def p_star_corrected_near(
+    arch: network.CopyArch, N: float, P0: float, step: float = 0.02, max_factor: float = 2.0
+) -> float | None:
+    """The Gaussian-corrected ``P*`` nearest ``P0``: the corrected gap (:func:`corrected_gap`) is
+    evaluated at ``P0`` and at ``P`` growing (gap positive: the uniform basin still lower) or
+    shrinking (negative) by ``step`` relative steps, until it changes sign; Brent's method then
+    solves inside that bracket (:func:`p_star_corrected`).
+
+    Args:
+        arch: the network (softmax attention).
+        N: inverse temperature.
+        P0: where to start (the reduced action's ``P*``, or a sampled one).
+        step: the relative step of the scan.
+        max_factor: the scan stops at ``P0 * max_factor`` upward or ``P0 / max_factor`` downward.
+
+    Returns:
+        The corrected ``P*``, or ``None`` where the correction does not exist on the way: a
+            Hessian eigenvalue that is not positive makes the gap ``NaN`` before it changes sign
+            (at ``N = 1``, ``L = 32``, ``V = 4``, above ``P ~ 540``), or no sign change within
+            ``max_factor``.
+    """
+    c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
+    Ps, gaps = [float(P0)], [corrected_gap(arch, P0, N, c_bar)[1]]
+    if not np.isfinite(gaps[0]):
+        return None
+    up = gaps[0] > 0
+    while np.isfinite(gaps[-1]) and (gaps[-1] > 0) == up and gaps[-1] != 0:
+        nxt = Ps[-1] * (1 + step) if up else Ps[-1] / (1 + step)
+        if not P0 / max_factor <= nxt <= P0 * max_factor:
+            return None
+        Ps.append(nxt)
+        gaps.append(corrected_gap(arch, nxt, N, c_bar)[1])
+    if not np.isfinite(gaps[-1]):
+        return None
+    lo, hi = sorted(Ps[-2:]) if len(Ps) > 1 else (Ps[0], Ps[0])
+    if lo == hi:
+        return lo
+    try:  # the correction needs a positive Hessian at both minima inside the bracket too
+        return p_star_corrected(arch, N, (lo, hi))
+    except ValueError:
+        return None

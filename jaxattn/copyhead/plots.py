@@ -358,3 +358,70 @@ def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
         fig.savefig(path, dpi=120)
         plt.close(fig)
     return fig
+
+
+def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
+    """The sampled phase diagram (:func:`jaxattn.copyhead.landscape.sampled_phase_diagram`):
+    ``P*`` against ``N`` for each ``L`` (or against ``L`` for each ``N``, when there are more
+    ``L`` than ``N``), sampled with error bars (filled: first order; open: no resolved jump),
+    the reduced action's and the Gaussian-corrected ``P*`` as lines, the sampled critical point
+    as a shaded bracket; beside it the barrier at the sampled ``P*`` in ``kT``.
+
+    Args:
+        result: the output of :func:`jaxattn.copyhead.landscape.sampled_phase_diagram`.
+        path: where to save the PNG (``None``: not drawn).
+
+    Returns:
+        ``path``, or ``None`` when not drawn.
+    """
+    if not path:
+        return None
+    from jaxattn.plots import plt
+
+    rows = result["rows"]
+    Ls = sorted({r["L"] for r in rows})
+    Ns = sorted({r["N"] for r in rows})
+    by_N = len(Ns) >= len(Ls)
+    x_key, line_key = ("N", "L") if by_N else ("L", "N")
+    lines = Ls if by_N else Ns
+    crit = result["critical_N_sampled" if by_N else "critical_L_sampled"]
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.4))
+    for k, v in enumerate(lines):
+        rs = sorted((r for r in rows if r[line_key] == v), key=lambda r: r[x_key])
+        x = np.array([r[x_key] for r in rs], float)
+        color = f"C{k % 10}"
+
+        def col(key, rs=rs):
+            return np.array([np.nan if r[key] is None else r[key] for r in rs], float)
+
+        y, dy = col("p_star_sampled"), col("p_star_sampled_err")
+        jump = np.array([r["first_order_sampled"] for r in rs], bool)
+        lab = f"{line_key} = {v:g}"
+        for mask, fill in ((jump, color), (~jump, "none")):
+            if mask.any():
+                ax.errorbar(x[mask], y[mask], dy[mask], fmt="o", color=color, mfc=fill, ms=5, capsize=2)
+        ax.plot(x, col("p_star_reduced"), "-", color=color, lw=1, label=f"{lab}: reduced action")
+        ax.plot(x, col("p_star_corrected"), "--", color=color, lw=1, label=f"{lab}: Gaussian-corrected")
+        b, db = col("barrier"), col("barrier_err")
+        bx.errorbar(x, b, db, fmt="o-", color=color, ms=4, capsize=2, label=lab)
+        c = crit.get(f"{v:g}" if not by_N else str(v)) if crit else None
+        if c:
+            for a in (ax, bx):
+                a.axvspan(*c["bracket"], color=color, alpha=0.12)
+                a.axvline(c["value"], color=color, ls=":", lw=1)
+    for a in (ax, bx):
+        a.set_xscale("log")
+    ax.set(
+        xlabel=x_key,
+        ylabel="P*",
+        title=f"P* from sampling (filled: first order), V = {result['V']}",
+    )
+    ax.legend(fontsize=7)
+    bx.axhline(0, color="0.6", lw=1)
+    bx.set(xlabel=x_key, ylabel="barrier at the sampled P* (kT)", title="the barrier (shaded: critical bracket)")
+    bx.legend(fontsize=7)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

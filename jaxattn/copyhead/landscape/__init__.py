@@ -13,8 +13,10 @@ theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 """
 
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
+from jaxattn.copyhead.landscape._phase import critical_point, phase_point, sampled_phase_diagram
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
+    ladder_spread,
     profile_of,
     reweighted_log_ratio,
     reweighted_profile,
@@ -28,15 +30,19 @@ from jaxattn.core import checks
 __all__ = [
     "COPY_LANDSCAPE",
     "SampledProfile",
+    "critical_point",
     "curve_crossing",
+    "ladder_spread",
     "landscape",
     "landscape_of_dataset",
     "linear_landscape",
+    "phase_point",
     "place_windows",
     "posterior_target",
     "profile_of",
     "reweighted_log_ratio",
     "reweighted_profile",
+    "sampled_phase_diagram",
     "sampled_profile",
     "window_diagnostics",
 ]

@@ -17,6 +17,7 @@ from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
     basin_log_ratio,
+    ladder_spread,
     profile_of,
     reweighted_log_ratio,
     reweighted_profile,
@@ -270,11 +271,15 @@ def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: l
 def _log_odds(prof: SampledProfile, a_bar: float, L: int) -> tuple[float, float, tuple | None]:
     """A profile's basin log-odds and error at its own ``P``, and its reweighted curve (``None``
     without recorded shifts): with a curve, the log-odds are its point at ``d = 0`` (one MBAR
-    solve for both)."""
+    solve for both). The error is the larger of MBAR's and the spread between ladders
+    (:func:`ladder_spread`), point by point."""
+    spread = ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0
     if prof.dS is None:
-        return (*basin_log_ratio(prof, a_bar, L), None)
-    d, y, dy = cv = reweighted_log_ratio(prof, a_bar, L)
-    return float(y[d == 0][0]), float(dy[d == 0][0]), cv
+        y, dy = basin_log_ratio(prof, a_bar, L)
+        return y, float(np.maximum(dy, spread).max()), None
+    d, y, dy = reweighted_log_ratio(prof, a_bar, L)
+    dy = np.maximum(dy, spread)
+    return float(y[d == 0][0]), float(dy[d == 0][0]), (d, y, dy)
 
 
 def _softmax_summary(
@@ -360,7 +365,9 @@ def landscape(
     Each sampled ``P``'s draws are reweighted to ``P + d`` for ``|d| <= reweight_span`` (default
     :data:`~jaxattn.copyhead._config.REWEIGHT_SPAN`; :func:`reweighted_log_ratio`): the scan starts at the theory's ``P*``
     alone, and while no curve crosses zero, adds the ``P`` where the curve nearest zero, followed
-    along its own slope, would cross (up to ``max_extend`` more). With ``reweight_span=0`` the scan
+    along its own slope, would cross (a step of at most a quarter of ``P``), or, once two sampled
+    ``P`` bracket the crossing, the secant between them (kept off the bracket's ends; up to
+    ``max_extend`` more). With ``reweight_span=0`` the scan
     starts from :func:`default_P` and adds ``P`` by secant steps on the sampled log-odds: outward
     until a pair of ``P`` brackets the crossing, then inside the bracket until it is narrow (an
     end's log-odds within 0.5 of zero, or 2% of ``P`` wide). Linear attention has no jump: its
@@ -420,9 +427,21 @@ def landscape(
             curves[p] = cv
 
     def curve_step() -> int | None:
-        """The next ``P`` from the reweighted curves, none crossing zero: from the point nearest
+        """The next ``P`` from the reweighted curves, none crossing zero: once two sampled ``P``
+        bracket the crossing, the secant between the bracketing pair (inside the bracket: a curve
+        far from zero is flat and extrapolates too far); before that, from the point nearest
         zero, along its curve's own slope (least squares over the curve), to where it would
-        cross; ``None`` where that ``P`` is already sampled."""
+        cross. ``None`` where that ``P`` is already sampled."""
+        ks = sorted(res)
+        lr = np.array([res[k][1] for k in ks])
+        change = np.flatnonzero(np.sign(lr[:-1]) != np.sign(lr[1:]))
+        if change.size and np.all(np.isfinite(lr)):
+            i = int(change[0])
+            # the secant's fraction of the bracket, kept off its ends: on saturated log-odds the
+            # secant alone would creep in from one end
+            t = float(np.clip(-lr[i] / (lr[i + 1] - lr[i]), 0.1, 0.9))
+            nxt = min(max(int(round(ks[i] + t * (ks[i + 1] - ks[i]))), ks[i] + 1), ks[i + 1] - 1)
+            return None if nxt in res or ks[i + 1] - ks[i] < 2 else nxt
         usable = [(p, *_resolved(*cv)) for p, cv in curves.items()]
         usable = [u for u in usable if u[1].size >= 2]
         if not usable:
@@ -431,7 +450,10 @@ def landscape(
         k = int(np.argmin(np.abs(y)))
         s = float(np.polyfit(d, y, 1)[0])
         s = s if s > 0 else slope
-        nxt = max(span + 1, int(round(p0 + d[k] - y[k] / s)))
+        # a curve far from zero is flat: its slope would step far past the crossing, so a step
+        # goes at most a quarter of P (or the curve's own width)
+        reach = max(0.25 * p0, 2 * span + 1)
+        nxt = max(span + 1, int(round(p0 + float(np.clip(d[k] - y[k] / s, -reach, reach)))))
         return None if nxt in res else nxt
 
     for p in Ps:
