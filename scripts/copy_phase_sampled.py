@@ -10,7 +10,7 @@ chains halve that scatter (``scripts/copy_landscape_seed_scatter.py``); four lad
 spread between them an error estimate with three degrees of freedom. ``jaxattn copy phase-diagram --sampled --L 32
 --N 1,2,3,4,5,10,20 --burn-in 4000 --n-draws 800 --n-chains 4 --json`` runs the first line.
 
-Run:  python scripts/copy_phase_sampled.py                    (about 40 minutes on 2 cores; each
+Run:  python scripts/copy_phase_sampled.py                    (about 33 minutes on 2 cores; each
                                                               (L, N) row is kept in
                                                               results/copy_phase_sampled, and a
                                                               rerun resumes from them)
