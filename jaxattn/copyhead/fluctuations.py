@@ -136,9 +136,9 @@ def p_star_corrected_near(
         gaps.append(corrected_gap(arch, nxt, N, c_bar)[1])
     if not np.isfinite(gaps[-1]):
         return None
-    lo, hi = sorted(Ps[-2:]) if len(Ps) > 1 else (Ps[0], Ps[0])
-    if lo == hi:
-        return lo
+    if gaps[-1] == 0:
+        return Ps[-1]
+    lo, hi = sorted(Ps[-2:])
     try:  # the correction needs a positive Hessian at both minima inside the bracket too
         return p_star_corrected(arch, N, (lo, hi))
     except ValueError:

@@ -21,6 +21,7 @@ from jaxattn.copyhead.curves import theory_summary
 from jaxattn.copyhead.landscape._profiles import sampled_profile, window_diagnostics
 from jaxattn.copyhead.landscape._search import _check_sampler, landscape
 from jaxattn.core import checks
+from jaxattn.engine import store
 
 ROW_KEYS = (
     "L",
@@ -213,8 +214,7 @@ def _settings(arch_kw: dict, kw: dict) -> dict:
 def _read_row(path: str | None, settings: dict) -> dict | None:
     if not path or not os.path.exists(path):
         return None
-    with open(path) as f:
-        saved = json.load(f)
+    saved = store.read_json(path)
     if saved.get("settings") != settings:
         raise ValueError(
             f"{path} was sampled with other settings ({saved.get('settings')}, now {settings}): "
@@ -225,7 +225,4 @@ def _read_row(path: str | None, settings: dict) -> dict | None:
 
 def _write_row(path: str, row: dict, settings: dict) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({"settings": settings, "row": row}, f, indent=1)
-    os.replace(tmp, path)  # atomic: a kill leaves the row whole or absent
+    store.write_json(path, {"settings": settings, "row": row})  # atomic: a kill leaves it whole or absent
