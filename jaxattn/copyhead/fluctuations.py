@@ -5,6 +5,18 @@ The reduced action keeps ``G`` on the ansatz ``c S + c_1 11^T``; the posterior i
 the other ``L^2 - 1`` directions too. Their Gaussian integral, ``(1/2) ln det' H``
 (:func:`fluctuation_entropy`), added to the reduced action, gives the corrected gap between the
 basins (:func:`corrected_gap`) and its zero, the corrected ``P*`` (:func:`p_star_corrected`).
+
+Where that Hessian is not positive (small ``N``), the variational Gaussian free energy along
+``c`` needs none: the best Gaussian ``q(G)`` with its mean on the ansatz, by the KL divergence
+(:func:`variational_profile`), the basins' log-odds it gives (:func:`variational_log_odds`) and
+their zero, the variational ``P*`` (:func:`p_star_variational`).
+
+Neither is exact, and the reduced action allows an answer that is: it sees ``G`` only through
+sums over the loss rows, ``s = sum_l a_l`` and ``q = sum_l q_l``, and its prior is a sum over rows
+too. So the posterior's profile along ``a = s / n_pos`` is a large-deviation (Cramer) problem for
+the mean of ``n_pos`` independent rows drawn from the prior, tilted by the action
+(:func:`large_deviation_profile`), with the basins' log-odds (:func:`large_deviation_log_odds`)
+and their zero (:func:`p_star_large_deviation`).
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ import numpy as np
 
 from jaxattn.copyhead import action, network
 from jaxattn.copyhead.profile import copy_strength, theory_action_of_c, theory_barrier
-from jaxattn.core import precision
+from jaxattn.core import checks, precision
 
 
 def fluctuation_entropy(arch: network.CopyArch, P: float, N: float, c: float) -> float:
@@ -143,3 +155,413 @@ def p_star_corrected_near(
         return p_star_corrected(arch, N, (lo, hi))
     except ValueError:
         return None
+
+
+# --- the variational Gaussian along c -----------------------------------------------------------
+
+
+def variational_profile(
+    arch: network.CopyArch, P: float, N: float, c: np.ndarray, n_samples: int = 256, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``F_q(c) = min_q (E_q[S] - H(q))``: the Gibbs-Bogoliubov bound on ``-ln`` of the marginal
+    posterior of the copy strength, with ``S`` the reduced action at any ``G`` (B.3b,
+    :func:`jaxattn.copyhead.action.reduced_action_of_G`) and ``q`` a Gaussian over ``G`` whose
+    mean is the ansatz ``G_0(c) = c S - (c/L) 11^T`` and whose covariance lives on the ``L^2 - 1``
+    directions orthogonal to the ansatz's tangent (``docs/theory/copy_head.md``, section 6).
+
+    The family: the loss rows of ``G - G_0`` are independent and alike, each with the covariance
+    ``Sigma`` that the action's symmetry allows (it sees a row through its previous-token entry
+    and the others alike): ``x_prev = s_p xi_0``, ``x_other = s_o xi_k + lam xi_0 + kap zeta``
+    with standard normals ``xi, zeta``; then the tangent component is removed. So
+    ``H(q) = (n_pos ln det Sigma + ln(u^T Sigma^-1 u)) / 2`` up to a constant, ``u`` the row's
+    unit tangent, and ``E_q |G|^2`` is exact; the data part of ``E_q[S]`` is a Monte Carlo mean
+    over ``n_samples`` draws fixed by ``seed`` (the same draws at every ``c``, ``P`` and ``N``, so
+    the profile is smooth in each). Unlike the Laplace correction (:func:`fluctuation_entropy`) it
+    needs no positive Hessian; where the action is quadratic in ``G`` the two agree.
+
+    Args:
+        arch: the network (softmax attention).
+        P: number of training sequences, ``> 0``.
+        N: inverse temperature, ``> 0`` and finite.
+        c: copy strengths, shape ``(n,)``.
+        n_samples: Monte Carlo draws of ``G`` for the data part, ``>= 1``.
+        seed: the draws' seed.
+
+    Returns:
+        ``(F, theta)``: ``F_q(c)`` up to a constant common to every ``c``, ``P`` and ``N`` of one
+            ``arch`` (shape ``(n,)``), and the fitted ``(ln s_p, ln s_o, lam, ln kap)`` (shape
+            ``(n, 4)``).
+
+    Raises:
+        ValueError: naming ``attention``, ``P``, ``N``, ``c`` or ``n_samples``.
+    """
+    from scipy.optimize import minimize
+
+    P, N, c = _variational_checks(arch, P, N, c)
+    n_samples = checks.integer("n_samples", n_samples, 1)
+    with precision.float64():
+        fn = _variational_objective(arch, n_samples)
+        key = jax.random.PRNGKey(int(seed))
+        P64, N64 = jnp.float64(P), jnp.float64(N)
+        # the prior, with a small common mode (kap = 0 is a stationary point by the sign symmetry)
+        theta = np.array([0.5 * np.log(arch.sigma_G2 / N)] * 2 + [0.0, 0.5 * np.log(arch.sigma_G2 / N) - 3])
+        F, thetas = [], []
+
+        def value_and_grad(t, c64):
+            return tuple(np.asarray(v, float) for v in fn(jnp.asarray(t), c64, P64, N64, key))
+
+        for ci in c:  # each c warm-started from its neighbour's fit
+            res = minimize(
+                value_and_grad,
+                theta,
+                args=(jnp.float64(ci),),
+                jac=True,
+                method="L-BFGS-B",
+                options=dict(ftol=1e-13, gtol=1e-9),
+            )
+            theta = res.x
+            F.append(float(res.fun))
+            thetas.append(theta)
+    return np.asarray(F), np.asarray(thetas)
+
+
+def _variational_checks(arch: network.CopyArch, P: float, N: float, c) -> tuple[float, float, np.ndarray]:
+    """The variational functions' arguments checked, each ``ValueError`` naming its parameter."""
+    arch = arch.validate()
+    if arch.attention != "softmax":
+        raise ValueError(f"attention must be 'softmax' for the variational profile, got {checks.plain(arch.attention)}")
+    P = checks.positive("P", P)
+    N = action.check_N(N)
+    if not np.isfinite(N):
+        raise ValueError("N must be finite for the variational profile (at N = inf it is the reduced action)")
+    c = checks.as_array("c", c, ndim=1)
+    if c.size == 0 or not np.all(np.isfinite(c)):
+        raise ValueError(f"c must be a non-empty list of finite numbers, got {checks.plain(c.tolist())}")
+    return P, N, c.astype(float)
+
+
+@functools.cache
+def _variational_objective(arch: network.CopyArch, n_samples: int):
+    """``(F, dF/dtheta)`` of :func:`variational_profile` at one ``c``, jitted once per
+    architecture and number of draws (``c``, ``P``, ``N`` and the key are inputs)."""
+    L = arch.L
+    n = int(network.n_loss_positions(arch))
+    e0 = jnp.zeros(L).at[0].set(1.0)  # the row's frame: its previous token first
+    u = (e0 - 1.0 / L) / jnp.sqrt(1.0 - 1.0 / L)
+
+    def objective(theta, c, P, N, key):
+        h = action.hyper(arch, 1.0, jnp.float64)._replace(N=N)
+        k0, ko, kz = jax.random.split(key, 3)
+        xi0 = jax.random.normal(k0, (n_samples, n))
+        xio = jax.random.normal(ko, (n_samples, n, L - 1))
+        zeta = jax.random.normal(kz, (n_samples, n))
+        sp, so, lam, kap = jnp.exp(theta[0]), jnp.exp(theta[1]), theta[2], jnp.exp(theta[3])
+        x = jnp.concatenate([(sp * xi0)[..., None], so * xio + (lam * xi0 + kap * zeta)[..., None]], -1)
+        x = x - (jnp.einsum("mlk,k->m", x, u) / n)[:, None, None] * u  # off the tangent
+        A = jax.nn.softmax(c * (e0 - 1.0 / L) + x, axis=-1)
+        st = action.ActionStats(
+            A[..., 0].sum(-1), jnp.sum(A**2, axis=(-1, -2)), jnp.full(n_samples, n), jnp.full(n_samples, n)
+        )
+        data = jnp.mean(action.reduced_action(st, jnp.zeros(n_samples), P, h))
+        factor = jnp.zeros((L, L + 1)).at[0, 0].set(sp).at[1:, 0].set(lam)
+        factor = factor.at[1:, 1:L].set(so * jnp.eye(L - 1)).at[1:, L].set(kap)
+        cov = factor @ factor.T
+        # E|G|^2 = |G_0|^2 + tr(projected covariance), exactly
+        G2 = n * c**2 * (L - 1) / L + n * jnp.trace(cov) - u @ cov @ u
+        entropy = 0.5 * (n * jnp.linalg.slogdet(cov)[1] + jnp.log(u @ jnp.linalg.solve(cov, u)))
+        return data + N * G2 / (2 * arch.sigma_G2) - entropy
+
+    return jax.jit(jax.value_and_grad(objective))
+
+
+def variational_log_odds(
+    arch: network.CopyArch,
+    P: float,
+    N: float,
+    c_barrier: float,
+    spacing: float = 0.1,
+    n_samples: int = 256,
+    seed: int = 0,
+) -> float:
+    """``ln(p_copy / p_uniform)`` from the variational profile (:func:`variational_profile`):
+    ``e^{-F_q(c)}`` summed over a grid of ``c`` on either side of ``c_barrier``, from ``c = -1``
+    to ``ln(L - 1) + 4`` (previous-token weight 0.98).
+
+    Args:
+        arch: the network (softmax attention).
+        P: number of training sequences.
+        N: inverse temperature (finite).
+        c_barrier: the copy strength dividing the basins.
+        spacing: the grid's spacing in ``c``.
+        n_samples: Monte Carlo draws per ``c``.
+        seed: the draws' seed.
+
+    Returns:
+        The basins' log-odds (positive: the copy basin holds more of the posterior).
+    """
+    spacing = checks.positive("spacing", spacing)
+    c = np.arange(-1.0, np.log(arch.L - 1) + 4 + spacing / 2, spacing)
+    F, _ = variational_profile(arch, P, N, c, n_samples, seed)
+    w = np.exp(-(F - F.min()))
+    return float(np.log(w[c > c_barrier].sum()) - np.log(w[c <= c_barrier].sum()))
+
+
+def p_star_variational(
+    arch: network.CopyArch, N: float, P0: float | None = None, n_samples: int = 256, seed: int = 0, xtol: float = 0.5
+) -> float | None:
+    """The ``P`` at which the variational basins' log-odds (:func:`variational_log_odds`, split at
+    the reduced action's barrier) vanish: secant steps from ``P0`` and ``1.1 P0`` until the
+    log-odds change sign (each step at most a quarter of ``P``), then Brent's method.
+
+    Args:
+        arch: the network (softmax attention).
+        N: inverse temperature (finite).
+        P0: where to start; default the reduced action's ``P*``.
+        n_samples: Monte Carlo draws per ``c``.
+        seed: the draws' seed.
+        xtol: Brent's tolerance on ``P``.
+
+    Returns:
+        The variational ``P*``, or ``None`` when 20 steps find no change of sign.
+    """
+    P_red, a_bar = theory_barrier(arch, N)
+    c_bar = float(copy_strength(np.asarray(a_bar), arch.L))
+    P0 = checks.positive("P0", P_red if P0 is None else P0)
+
+    def lo(P):
+        return variational_log_odds(arch, P, N, c_bar, n_samples=n_samples, seed=seed)
+
+    return _zero_in_P(lo, P0, xtol)
+
+
+def _zero_in_P(log_odds, P0: float, xtol: float) -> float | None:
+    """The zero of a basins' log-odds curve in ``P``: secant steps from ``P0`` and ``1.1 P0``
+    until it changes sign (a step at most a quarter of ``P``; away from the zero when the slope
+    points the wrong way), then Brent's method on the last bracket; ``None`` after 20 steps."""
+    from scipy.optimize import brentq
+
+    Ps, ys = [P0, 1.1 * P0], [log_odds(P0), log_odds(1.1 * P0)]
+    for _ in range(20):
+        if ys[-1] == 0 or np.sign(ys[-1]) != np.sign(ys[-2]):
+            break
+        slope = (ys[-1] - ys[-2]) / (Ps[-1] - Ps[-2])
+        step = -ys[-1] / slope if slope * -np.sign(ys[-1]) > 0 else np.sign(-ys[-1]) * np.inf
+        Ps.append(Ps[-1] + float(np.clip(step, -0.25 * Ps[-1], 0.25 * Ps[-1])))
+        ys.append(log_odds(Ps[-1]))
+    else:
+        return None
+    if ys[-1] == 0:
+        return Ps[-1]
+    lo, hi = sorted(Ps[-2:])
+    return float(brentq(log_odds, lo, hi, xtol=xtol))  # pyright: ignore[reportArgumentType]
+
+
+# --- large deviations of the row statistics -----------------------------------------------------
+
+
+def large_deviation_profile(
+    arch: network.CopyArch, P: float, N: float, a: np.ndarray, n_samples: int = 1024, seed: int = 0
+) -> np.ndarray:
+    """``F(a) = -ln p(a)``, the reduced action's posterior (B.3b at any ``G``) projected on the
+    mean previous-token weight ``a = s / n_pos``, from the large deviations of the rows
+    (``docs/theory/copy_head.md``, section 6).
+
+    Under the prior ``N(0, sigma^2 / N)`` the loss rows are independent, and the action is
+    ``S = N |G|^2 / (2 sigma^2) + Phi(s, q)`` with ``s = sum_l a_l``, ``q = sum_l q_l`` (``a_l``
+    the row's previous-token weight, ``q_l = |A_l|^2``). So ``p(a) ~ int dq' e^{-Phi(n a, n q')}
+    rho_n(a, q')`` with ``rho_n`` the prior density of the rows' means ``(a, q')``. Cramer's theorem
+    with its Gaussian prefactor gives ``rho_n ~ n / (2 pi sqrt(det C)) e^{-n I(a, q')}``, where
+    ``I(x) = sup_lam (lam . x - Lambda(lam))``, ``Lambda(lam) = ln E_row[e^{lam_1 a_l + lam_2 q_l}]``
+    and ``C`` is the covariance of ``(a_l, q_l)`` under the tilted row law; the ``q'`` integral is
+    done by Laplace's method. The saddle solves ``E_lam[a_l] = a``, ``lam_2 = -dPhi/dq`` (Newton's
+    method, warm-started along the grid of ``a``). The row expectation integrates the previous
+    logit on a grid of 384 points (the tilt moves it far into the prior's tail) and the other
+    ``L - 1`` logits by ``n_samples`` scrambled Sobol points (they enter through ``sum e^g`` and
+    ``sum e^{2g}``, which the tilt moves little). The approximations: Cramer's to ``O(1/n_pos)``,
+    and the data average of the reduced action.
+
+    Args:
+        arch: the network (softmax attention).
+        P: number of training sequences, ``> 0``.
+        N: inverse temperature, ``> 0`` and finite.
+        a: mean previous-token weights, increasing, in ``(0, 1)``, shape ``(n,)``.
+        n_samples: quasi-Monte Carlo points of a row's other logits, ``>= 1`` (a power of 2 keeps
+            the Sobol sequence balanced).
+        seed: the points' scrambling seed.
+
+    Returns:
+        ``F(a)`` up to a constant common to every ``a`` and ``P`` at one ``N``, shape ``(n,)``;
+            ``NaN`` where the saddle has no positive curvature in ``q'`` or Newton's method did
+            not converge.
+
+    Raises:
+        ValueError: naming ``attention``, ``P``, ``N``, ``a`` or ``n_samples``.
+    """
+    P, N, _ = _variational_checks(arch, P, N, [0.0])
+    a = checks.as_array("a", a, ndim=1)
+    if a.size == 0 or not (np.all((a > 0) & (a < 1)) and np.all(np.diff(a) > 0)):
+        raise ValueError(f"a must be increasing numbers in (0, 1), got {checks.plain(a.tolist())}")
+    n_samples = checks.integer("n_samples", n_samples, 1)
+    with precision.float64():
+        table, scan = _large_deviation_program(arch, n_samples)
+        X, logw = table(jnp.float64(N), jnp.asarray(_normal_points(n_samples, arch.L - 1, int(seed))))
+        F, residual = scan(X, logw, jnp.asarray(a, jnp.float64), jnp.float64(P), jnp.float64(N))
+    F = np.asarray(F, float)
+    return np.where(np.asarray(residual) < 1e-8, F, np.nan)
+
+
+@functools.cache
+def _large_deviation_program(arch: network.CopyArch, n_samples: int):
+    """``(table, scan)`` of :func:`large_deviation_profile`, jitted once per architecture and
+    number of draws: ``table(N, z)`` the row law's points ``(a_l, q_l)`` and log-weights;
+    ``scan(X, logw, a, P, N)`` the profile and Newton's last residual at each ``a``."""
+    L, J = arch.L, 384
+    n = float(network.n_loss_positions(arch))
+
+    def table(N, z):
+        sd = jnp.sqrt(arch.sigma_G2 / N)
+        gp = jnp.linspace(-8 * sd, 8 * sd + jnp.log(L) + 5, J)  # the previous logit: a quadrature
+        lw = -(gp**2) / (2 * sd**2)
+        go = sd * z  # the others: quasi-Monte Carlo
+        Z1, Z2 = jnp.exp(go).sum(-1), jnp.exp(2 * go).sum(-1)
+        E = jnp.exp(gp)[:, None]
+        a_l = E / (E + Z1)
+        q_l = (E**2 + Z2) / (E + Z1) ** 2
+        logw = jnp.broadcast_to(lw[:, None] - jax.scipy.special.logsumexp(lw) - jnp.log(n_samples), a_l.shape)
+        return jnp.stack([a_l.ravel(), q_l.ravel()], -1), logw.ravel()
+
+    def scan(X, logw, a_grid, P, N):
+        h = action.hyper(arch, 1.0, jnp.float64)._replace(N=N)
+
+        def phi(sq):  # the action less the prior, at the rows' sums (s, q)
+            nn = jnp.full_like(sq[0], n)
+            return action.reduced_action(action.ActionStats(sq[0], sq[1], nn, nn), jnp.float64(0.0), P, h)
+
+        def tilted(lam):
+            lp = logw + X @ lam
+            Lam = jax.scipy.special.logsumexp(lp)
+            w = jnp.exp(lp - Lam)
+            mu = w @ X
+            D = X - mu
+            return Lam, mu, (D * w[:, None]).T @ D
+
+        def residual(lam, a):
+            _, mu, _ = tilted(lam)
+            return jnp.array([mu[0] - a, lam[1] + jax.grad(phi)(n * mu)[1]])
+
+        def at(lam, a):
+            def newton(carry):
+                lam, r, k = carry
+                step = jnp.linalg.solve(jax.jacfwd(residual)(lam, a), -r)
+                lam = lam + step * jnp.minimum(1.0, 20.0 / jnp.max(jnp.abs(step)))
+                return lam, residual(lam, a), k + 1
+
+            def going(carry):
+                return (jnp.max(jnp.abs(carry[1])) > 1e-11) & (carry[2] < 40)
+
+            lam = jax.lax.while_loop(going, newton, (lam, residual(lam, a), 0))[0]
+            Lam, mu, cov = tilted(lam)
+            curv = n**2 * jax.hessian(phi)(n * mu)[1, 1] + n * jnp.linalg.inv(cov)[1, 1]
+            F = phi(n * mu) + n * (lam @ mu - Lam) + 0.5 * jnp.linalg.slogdet(cov)[1] + 0.5 * jnp.log(curv)
+            # the saddle point's first correction along a: (rho4 / 8 - 5 rho3^2 / 24) / n
+            w = jnp.exp(logw + X @ lam - Lam)
+            d = X[:, 0] - mu[0]
+            m2, m3, m4 = w @ d**2, w @ d**3, w @ d**4
+            F = F - jnp.log1p(((m4 / m2**2 - 3) / 8 - 5 * m3**2 / m2**3 / 24) / n)
+            err = jnp.max(jnp.abs(residual(lam, a)))
+            return lam, (F, jnp.where(curv > 0, err, jnp.inf))
+
+        # outward from the prior's mean (zero tilt): up the grid from there, then down from it,
+        # each warm-started from its neighbour
+        mean = jnp.exp(logw - jax.scipy.special.logsumexp(logw)) @ X[:, 0]
+        m = a_grid.size
+        k = jnp.clip(jnp.searchsorted(a_grid, mean), 0, m - 1)
+        j = jnp.arange(m)
+        order = jnp.where(j < m - k, k + j, m - 1 - j)
+
+        def step(lam, jj):
+            lam = jnp.where(jj == m - k, 0.0, lam)  # the turn: back to the mean
+            return at(lam, a_grid[order[jj]])
+
+        F, err = jax.lax.scan(step, jnp.zeros(2, jnp.float64), j)[1]
+        return jnp.zeros(m).at[order].set(F), jnp.zeros(m).at[order].set(err)
+
+    return jax.jit(table), jax.jit(scan)
+
+
+@functools.cache
+def _normal_points(n: int, d: int, seed: int) -> np.ndarray:
+    """``n`` scrambled Sobol points of the standard normal in ``d`` dimensions (``scipy.stats.qmc``;
+    the error of a smooth mean falls nearly as ``1/n``, against ``1/sqrt(n)`` for random draws)."""
+    from scipy.stats import norm, qmc
+
+    u = qmc.Sobol(d, scramble=True, rng=np.random.default_rng(seed)).random(n)
+    return norm.ppf(np.clip(u, 1e-12, 1 - 1e-12))
+
+
+def large_deviation_log_odds(
+    arch: network.CopyArch, P: float, N: float, a_barrier: float, n_a: int = 200, n_samples: int = 1024, seed: int = 0
+) -> float:
+    """``ln(p_copy / p_uniform)`` from the large-deviation profile
+    (:func:`large_deviation_profile`): ``e^{-F(a)}`` integrated (trapezoid) on either side of
+    ``a_barrier`` over ``n_a`` points equally spaced in ``ln(a / (1 - a))`` from ``a = 0.2 / L``
+    to 0.99.
+
+    Args:
+        arch: the network (softmax attention).
+        P: number of training sequences.
+        N: inverse temperature (finite).
+        a_barrier: the previous-token weight dividing the basins.
+        n_a: points of the grid of ``a``.
+        n_samples: Monte Carlo draws of a row's other logits.
+        seed: the draws' seed.
+
+    Returns:
+        The basins' log-odds (positive: the copy basin holds more of the posterior).
+
+    Raises:
+        ValueError: where the profile is ``NaN`` somewhere on the grid (naming the ``a``).
+    """
+    from scipy.integrate import trapezoid
+
+    n_a = checks.integer("n_a", n_a, 8)
+    x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), n_a)
+    a = 1 / (1 + np.exp(-x))
+    F = large_deviation_profile(arch, P, N, a, n_samples, seed)
+    ok = np.isfinite(F)
+    # a tail with no saddle (a tilt too far for Newton's method) may be left out where the profile
+    # has already risen 20 above its minimum on the way there (it holds less than e^-20)
+    lo, hi = (np.flatnonzero(ok)[[0, -1]]) if ok.any() else (0, -1)
+    inner = np.zeros_like(ok)
+    inner[lo : hi + 1] = True
+    edges_high = ok.any() and all(F[i] > F[ok].min() + 20 for i, cut in ((lo, lo > 0), (hi, hi < a.size - 1)) if cut)
+    if not (ok[inner].all() and edges_high):
+        bad = a[~ok]
+        raise ValueError(f"the large-deviation profile has no saddle at a = {bad.min():.4g}..{bad.max():.4g} (P = {P})")
+    F = np.where(ok, F, np.inf)
+    dens = np.exp(-(F - F[ok].min())) * a * (1 - a)  # da = a (1 - a) dx
+    copy = a > a_barrier
+    return float(np.log(trapezoid(dens[copy], x[copy])) - np.log(trapezoid(dens[~copy], x[~copy])))
+
+
+def p_star_large_deviation(
+    arch: network.CopyArch, N: float, P0: float | None = None, n_samples: int = 1024, seed: int = 0, xtol: float = 0.2
+) -> float | None:
+    """The ``P`` at which the large-deviation basins' log-odds (:func:`large_deviation_log_odds`,
+    split at the reduced action's barrier) vanish: the secant-then-Brent search of
+    :func:`p_star_variational`.
+
+    Args:
+        arch: the network (softmax attention).
+        N: inverse temperature (finite).
+        P0: where to start; default the reduced action's ``P*``.
+        n_samples: Monte Carlo draws of a row's other logits.
+        seed: the draws' seed.
+        xtol: Brent's tolerance on ``P``.
+
+    Returns:
+        The large-deviation ``P*``, or ``None`` when 20 steps find no change of sign.
+    """
+    P_red, a_bar = theory_barrier(arch, N)
+    P0 = checks.positive("P0", P_red if P0 is None else P0)
+    return _zero_in_P(lambda P: large_deviation_log_odds(arch, P, N, a_bar, n_samples=n_samples, seed=seed), P0, xtol)

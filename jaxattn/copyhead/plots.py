@@ -364,7 +364,8 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
     """The sampled phase diagram (:func:`jaxattn.copyhead.landscape.sampled_phase_diagram`):
     ``P*`` against ``N`` for each ``L`` (or against ``L`` for each ``N``, when there are more
     ``L`` than ``N``), sampled with error bars (filled: first order; open: no resolved jump),
-    the reduced action's and the Gaussian-corrected ``P*`` as lines, the sampled critical point
+    the reduced action's and the Gaussian-corrected ``P*`` as lines (and the large-deviation and
+    variational ``P*`` where the rows carry them), the sampled critical point
     as a shaded bracket; beside it the barrier at the sampled ``P*`` in ``kT``.
 
     Args:
@@ -402,6 +403,13 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
                 ax.errorbar(x[mask], y[mask], dy[mask], fmt="o", color=color, mfc=fill, ms=5, capsize=2)
         ax.plot(x, col("p_star_reduced"), "-", color=color, lw=1, label=f"{lab}: reduced action")
         ax.plot(x, col("p_star_corrected"), "--", color=color, lw=1, label=f"{lab}: Gaussian-corrected")
+        for key, style, name in (
+            ("p_star_large_deviation", "-.x", "large deviation"),
+            ("p_star_variational", ":+", "variational"),
+        ):
+            extra = np.array([np.nan if r.get(key) is None else r[key] for r in rs], float)
+            if np.isfinite(extra).any():
+                ax.plot(x, extra, style, color=color, lw=1.2, ms=6, label=f"{lab}: {name}")
         b, db = col("barrier"), col("barrier_err")
         bx.errorbar(x, b, db, fmt="o-", color=color, ms=4, capsize=2, label=lab)
         c = crit.get(f"{v:g}" if not by_N else str(v)) if crit else None

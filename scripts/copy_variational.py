@@ -1,0 +1,148 @@
+"""Check (Spec B, section 4): which theory of the fluctuations of G gets the sampled P* at small
+N, where the Laplace (Gaussian-corrected) theory does not exist? Softmax, V = 4, at every point
+of the sampled phase diagram (L = 32 for N = 1 to 20; L = 8 to 48 at N = 1 and N = 20):
+
+- the large-deviation P* (``jaxattn.copyhead.fluctuations.p_star_large_deviation``: the
+  posterior of the reduced action projected on the previous-token weight through the large
+  deviations of the rows' statistics), at every point;
+- the variational P* (``p_star_variational``: the best Gaussian q(G) with its mean on the ansatz,
+  256 draws per copy strength), at L = 32 for N = 1, 2, 5, 20 and at L = 8 for N = 1 (it costs
+  minutes a point);
+
+and the large-deviation profile's barrier at its P*, beside the sampled, reduced and corrected
+P* (and the sampled barrier) of the sampled phase diagram
+(``docs/figures/copy_phase_sampled.json``, from ``scripts/copy_phase_sampled.py``).
+
+Run:  python scripts/copy_variational.py                         (55 minutes here, on a machine
+          shared with a test run; a rerun keeps the P* of an earlier run with the same settings)
+      python scripts/copy_variational.py --quick --out-dir /tmp/figs   (a smoke test: L = 8,
+          N = 20, few draws)
+Writes docs/figures/copy_variational.json and the sampled phase diagram's figures with these
+lines added (copy_phase_theories_N.png, copy_phase_theories_L.png), or the same under --out-dir,
+and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jaxattn
+
+jaxattn.use_cpu_cores()
+
+import _options  # noqa: E402
+import numpy as np  # noqa: E402
+
+from jaxattn.copyhead import fluctuations, network, plots  # noqa: E402
+from jaxattn.core import umbrella  # noqa: E402
+
+OPT = _options.parse(__doc__)
+POINTS = [(32, N) for N in (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)]
+POINTS += [(L, N) for N in (1.0, 20.0) for L in (8, 16, 24, 48)]
+VARIATIONAL = {(32, 1.0), (32, 2.0), (32, 5.0), (32, 20.0), (8, 1.0)}
+N_SAMPLES, N_ROWS = 256, 1024
+if OPT.quick:
+    POINTS, VARIATIONAL, N_SAMPLES, N_ROWS = [(8, 20.0)], {(8, 20.0)}, 16, 64
+SAMPLED = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_phase_sampled.json")
+
+
+def sampled_map() -> dict:
+    """The sampled phase diagram (empty when the map was not computed)."""
+    return json.load(open(SAMPLED)) if os.path.exists(SAMPLED) else {}
+
+
+def figures(sampled: dict, rows: list[dict]) -> None:
+    """The sampled phase diagram's figures with the new theories' lines added."""
+    new = {(r["L"], r["N"]): r for r in rows}
+    for part in ("N", "L"):
+        if part not in sampled:
+            continue
+        result = dict(sampled[part])
+        result["rows"] = [
+            dict(r, **{k: new.get((r["L"], r["N"]), {}).get(k) for k in THEORIES}) for r in result["rows"]
+        ]
+        plots.sampled_phase_figure(result, os.path.join(OPT.out_dir, f"copy_phase_theories_{part}.png"))
+
+
+THEORIES = ("p_star_large_deviation", "p_star_variational")
+OUT = os.path.join(OPT.out_dir, "copy_variational.json")
+
+
+def earlier() -> dict:
+    """The rows of an earlier run with the same settings, by ``(L, N)``: a rerun keeps their P*
+    (a killed run resumes; a rerun only recomputes the barriers)."""
+    if not os.path.exists(OUT):
+        return {}
+    d = json.load(open(OUT))
+    if (d.get("n_samples_variational"), d.get("n_samples_large_deviation")) != (N_SAMPLES, N_ROWS):
+        return {}
+    return {(r["L"], r["N"]): r for r in d["rows"]}
+
+
+def barrier(arch: network.CopyArch, P: float | None, N: float) -> float | None:
+    """The large-deviation profile's barrier at its own P* (``umbrella.two_basins`` on 400 points
+    of ``a``; 0 with one minimum)."""
+    if P is None:
+        return None
+    x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)
+    a = 1 / (1 + np.exp(-x))
+    F = fluctuations.large_deviation_profile(arch, P, N, a, n_samples=N_ROWS)
+    return float(umbrella.two_basins(a, F, np.zeros_like(F)).barrier)
+
+
+def main():
+    sampled, rows, done = sampled_map(), [], earlier()
+    known = {(r["L"], r["N"]): r for part in ("N", "L") for r in sampled.get(part, {}).get("rows", [])}
+    for L, N in POINTS:
+        t0 = time.perf_counter()
+        arch = network.CopyArch(L, 4)
+        kept = done.get((L, N))
+        if kept:
+            ld, var, t_ld = kept["p_star_large_deviation"], kept["p_star_variational"], kept["seconds_large_deviation"]
+        else:
+            ld = fluctuations.p_star_large_deviation(arch, N, n_samples=N_ROWS)
+            t_ld = time.perf_counter() - t0
+            var = fluctuations.p_star_variational(arch, N, n_samples=N_SAMPLES) if (L, N) in VARIATIONAL else None
+        s = known.get((L, N), {})
+        rows.append(
+            dict(
+                L=L,
+                N=N,
+                p_star_large_deviation=ld,
+                barrier_large_deviation=barrier(arch, ld, N),
+                p_star_variational=var,
+                p_star_sampled=s.get("p_star_sampled"),
+                p_star_sampled_err=s.get("p_star_sampled_err"),
+                p_star_reduced=s.get("p_star_reduced"),
+                p_star_corrected=s.get("p_star_corrected"),
+                seconds_large_deviation=round(t_ld, 1),
+                barrier_sampled=s.get("barrier"),
+                seconds=kept["seconds"] if kept else round(time.perf_counter() - t0, 1),
+            )
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    os.makedirs(OPT.out_dir, exist_ok=True)
+    with open(OUT, "w") as f:
+        json.dump(dict(n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS, rows=rows), f, indent=1)
+    figures(sampled, rows)
+
+    def fmt(x, ref=None):
+        if x is None:
+            return "-"
+        return f"{x:.1f}" if ref is None else f"{x:.1f} ({100 * (x / ref - 1):+.1f}%)"
+
+    keys = ("p_star_large_deviation", "p_star_variational", "p_star_corrected", "p_star_reduced")
+    print("| L | N | sampled P* | large deviation | variational | corrected | reduced | barrier sampled | barrier LD |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ref = r["p_star_sampled"]
+        sampled = "-" if ref is None else f"{ref:.1f} ± {r['p_star_sampled_err']:.1f}"
+        cells = [fmt(r[k], ref) for k in keys]
+        bars = ["-" if r[k] is None else f"{r[k]:.2f}" for k in ("barrier_sampled", "barrier_large_deviation")]
+        print(f"| {r['L']} | {r['N']:g} | {sampled} | " + " | ".join(cells + bars) + " |")
+
+
+if __name__ == "__main__":
+    main()
