@@ -135,6 +135,37 @@ def test_large_deviation_profile_is_the_posterior_of_the_rows_mean(prior_rows, P
     assert np.all(np.abs(d) < 3 * err + 0.01), np.c_[d, err]
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("root", [120.0, 400.0, 1000.0])
+def test_the_P_search_finds_a_rising_zero_from_either_side(root, sign):
+    """The secant-then-Brent search of both theories' ``P*`` on synthetic log-odds rising through a
+    known zero, from below and above it (``P0`` at 0.5 or 2 times the root), with a slope that
+    flattens far from it; and ``None`` when the curve never crosses."""
+    calls = []
+
+    def log_odds(P):
+        calls.append(P)
+        return np.tanh(3 * (P - root) / root)
+
+    P0 = root * (0.5 if sign > 0 else 2.0)
+    assert fluctuations._zero_in_P(log_odds, P0, xtol=1e-6) == pytest.approx(root, rel=1e-6)
+    assert len(calls) < 40
+    assert fluctuations._zero_in_P(lambda P: 1.0 + P / 1000, 300.0, xtol=1e-6) is None
+
+
+def test_the_P_search_steps_towards_the_zero_when_the_first_secant_misleads():
+    """Positive log-odds whose first secant falls (noise at the start): the next step still goes
+    down, towards the zero (a secant step would go up, away from it)."""
+    calls = []
+
+    def log_odds(P):
+        calls.append(P)
+        return (P - 400) / 400 + 0.5 * np.exp(-(((P - 800) / 40) ** 2))
+
+    assert fluctuations._zero_in_P(log_odds, 800.0, xtol=1e-6) == pytest.approx(400, rel=1e-6)
+    assert calls[2] < calls[0]
+
+
 def test_large_deviation_compiles_once_and_names_bad_input():
     """One trace of the profile's program across ``P`` and ``N``; bad ``a`` and ``n_samples``
     named."""
@@ -149,3 +180,7 @@ def test_large_deviation_compiles_once_and_names_bad_input():
             fluctuations.large_deviation_profile(arch, 10.0, 1.0, bad)
     with pytest.raises(ValueError, match="n_samples"):
         fluctuations.large_deviation_profile(arch, 10.0, 1.0, a, n_samples=0)
+    with pytest.raises(ValueError, match="L must be >= 3"):
+        fluctuations.large_deviation_profile(network.CopyArch(L=2, V=4), 10.0, 1.0, a)
+    with pytest.raises(ValueError, match="attention must be 'softmax' for the large-deviation profile"):
+        fluctuations.large_deviation_profile(network.CopyArch(L=4, V=4, attention="linear"), 10.0, 1.0, a)

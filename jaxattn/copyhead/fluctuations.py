@@ -169,9 +169,11 @@ def variational_profile(
     mean is the ansatz ``G_0(c) = c S - (c/L) 11^T`` and whose covariance lives on the ``L^2 - 1``
     directions orthogonal to the ansatz's tangent (``docs/theory/copy_head.md``, section 6).
 
-    The family: the loss rows of ``G - G_0`` are independent and alike, each with the covariance
-    ``Sigma`` that the action's symmetry allows (it sees a row through its previous-token entry
-    and the others alike): ``x_prev = s_p xi_0``, ``x_other = s_o xi_k + lam xi_0 + kap zeta``
+    The family: the loss rows of ``G - G_0`` are independent and alike, each with a covariance
+    ``Sigma`` symmetric in the non-previous entries, as the action is (it sees a row through its
+    previous-token entry and the others alike), of four numbers (not every such covariance: the
+    others' common mode has at least ``s_o^2`` of variance given ``x_prev``):
+    ``x_prev = s_p xi_0``, ``x_other = s_o xi_k + lam xi_0 + kap zeta``
     with standard normals ``xi, zeta``; then the tangent component is removed. So
     ``H(q) = (n_pos ln det Sigma + ln(u^T Sigma^-1 u)) / 2`` up to a constant, ``u`` the row's
     unit tangent, and ``E_q |G|^2`` is exact; the data part of ``E_q[S]`` is a Monte Carlo mean
@@ -225,15 +227,17 @@ def variational_profile(
     return np.asarray(F), np.asarray(thetas)
 
 
-def _variational_checks(arch: network.CopyArch, P: float, N: float, c) -> tuple[float, float, np.ndarray]:
-    """The variational functions' arguments checked, each ``ValueError`` naming its parameter."""
+def _variational_checks(
+    arch: network.CopyArch, P: float, N: float, c, what: str = "the variational profile"
+) -> tuple[float, float, np.ndarray]:
+    """The small-``N`` theories' arguments checked, each ``ValueError`` naming its parameter."""
     arch = arch.validate()
     if arch.attention != "softmax":
-        raise ValueError(f"attention must be 'softmax' for the variational profile, got {checks.plain(arch.attention)}")
+        raise ValueError(f"attention must be 'softmax' for {what}, got {checks.plain(arch.attention)}")
     P = checks.positive("P", P)
     N = action.check_N(N)
     if not np.isfinite(N):
-        raise ValueError("N must be finite for the variational profile (at N = inf it is the reduced action)")
+        raise ValueError(f"N must be finite for {what} (at N = inf it is the reduced action)")
     c = checks.as_array("c", c, ndim=1)
     if c.size == 0 or not np.all(np.isfinite(c)):
         raise ValueError(f"c must be a non-empty list of finite numbers, got {checks.plain(c.tolist())}")
@@ -336,16 +340,21 @@ def p_star_variational(
 
 def _zero_in_P(log_odds, P0: float, xtol: float) -> float | None:
     """The zero of a basins' log-odds curve in ``P``: secant steps from ``P0`` and ``1.1 P0``
-    until it changes sign (a step at most a quarter of ``P``; away from the zero when the slope
-    points the wrong way), then Brent's method on the last bracket; ``None`` after 20 steps."""
+    until it changes sign (a step at most a quarter of ``P``; the longest such step towards the
+    zero when the secant's slope is not positive), then Brent's method on the last bracket;
+    ``None`` after 20 steps."""
     from scipy.optimize import brentq
 
     Ps, ys = [P0, 1.1 * P0], [log_odds(P0), log_odds(1.1 * P0)]
     for _ in range(20):
         if ys[-1] == 0 or np.sign(ys[-1]) != np.sign(ys[-2]):
             break
+        if Ps[-1] == Ps[-2]:  # the secant landed on the zero to the last bit
+            return Ps[-1]
         slope = (ys[-1] - ys[-2]) / (Ps[-1] - Ps[-2])
-        step = -ys[-1] / slope if slope * -np.sign(ys[-1]) > 0 else np.sign(-ys[-1]) * np.inf
+        # the log-odds rise with P (more data favours copying): a secant step where the slope
+        # agrees, else the longest step towards the zero
+        step = -ys[-1] / slope if slope > 0 else np.sign(-ys[-1]) * np.inf
         Ps.append(Ps[-1] + float(np.clip(step, -0.25 * Ps[-1], 0.25 * Ps[-1])))
         ys.append(log_odds(Ps[-1]))
     else:
@@ -377,8 +386,9 @@ def large_deviation_profile(
     method, warm-started along the grid of ``a``). The row expectation integrates the previous
     logit on a grid of 384 points (the tilt moves it far into the prior's tail) and the other
     ``L - 1`` logits by ``n_samples`` scrambled Sobol points (they enter through ``sum e^g`` and
-    ``sum e^{2g}``, which the tilt moves little). The approximations: Cramer's to ``O(1/n_pos)``,
-    and the data average of the reduced action.
+    ``sum e^{2g}``, which the tilt moves little). The approximations: Cramer's (its first
+    correction along ``a`` is complete where ``Phi`` is linear in ``q``; its curvature in ``q``
+    leaves terms of order ``1/n_pos``), and the data average of the reduced action.
 
     Args:
         arch: the network (softmax attention).
@@ -395,9 +405,11 @@ def large_deviation_profile(
             not converge.
 
     Raises:
-        ValueError: naming ``attention``, ``P``, ``N``, ``a`` or ``n_samples``.
+        ValueError: naming ``attention``, ``L`` (at least 3), ``P``, ``N``, ``a`` or ``n_samples``.
     """
-    P, N, _ = _variational_checks(arch, P, N, [0.0])
+    P, N, _ = _variational_checks(arch, P, N, [0.0], "the large-deviation profile")
+    if arch.L < 3:  # with one other logit q_l is a function of a_l, and the law of (a_l, q_l) degenerate
+        raise ValueError(f"L must be >= 3 for the large-deviation profile, got {arch.L}")
     a = checks.as_array("a", a, ndim=1)
     if a.size == 0 or not (np.all((a > 0) & (a < 1)) and np.all(np.diff(a) > 0)):
         raise ValueError(f"a must be increasing numbers in (0, 1), got {checks.plain(a.tolist())}")
@@ -449,7 +461,7 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             _, mu, _ = tilted(lam)
             return jnp.array([mu[0] - a, lam[1] + jax.grad(phi)(n * mu)[1]])
 
-        def at(lam, a):
+        def at(lam0, a):
             def newton(carry):
                 lam, r, k = carry
                 step = jnp.linalg.solve(jax.jacfwd(residual)(lam, a), -r)
@@ -459,7 +471,7 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             def going(carry):
                 return (jnp.max(jnp.abs(carry[1])) > 1e-11) & (carry[2] < 40)
 
-            lam = jax.lax.while_loop(going, newton, (lam, residual(lam, a), 0))[0]
+            lam = jax.lax.while_loop(going, newton, (lam0, residual(lam0, a), 0))[0]
             Lam, mu, cov = tilted(lam)
             curv = n**2 * jax.hessian(phi)(n * mu)[1, 1] + n * jnp.linalg.inv(cov)[1, 1]
             F = phi(n * mu) + n * (lam @ mu - Lam) + 0.5 * jnp.linalg.slogdet(cov)[1] + 0.5 * jnp.log(curv)
@@ -469,7 +481,8 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             m2, m3, m4 = w @ d**2, w @ d**3, w @ d**4
             F = F - jnp.log1p(((m4 / m2**2 - 3) / 8 - 5 * m3**2 / m2**3 / 24) / n)
             err = jnp.max(jnp.abs(residual(lam, a)))
-            return lam, (F, jnp.where(curv > 0, err, jnp.inf))
+            # a point where Newton's method failed must not start the next one from its garbage
+            return jnp.where(err < 1e-8, lam, lam0), (F, jnp.where(curv > 0, err, jnp.inf))
 
         # outward from the prior's mean (zero tilt): up the grid from there, then down from it,
         # each warm-started from its neighbour
@@ -530,11 +543,14 @@ def large_deviation_log_odds(
     F = large_deviation_profile(arch, P, N, a, n_samples, seed)
     ok = np.isfinite(F)
     # a tail with no saddle (a tilt too far for Newton's method) may be left out where the profile
-    # has already risen 20 above its minimum on the way there (it holds less than e^-20)
+    # has already risen 20 above its minimum on the way there, and is still rising (it holds less
+    # than e^-20), and an upper tail only beyond the barrier (the copy basin is never cut)
     lo, hi = (np.flatnonzero(ok)[[0, -1]]) if ok.any() else (0, -1)
     inner = np.zeros_like(ok)
     inner[lo : hi + 1] = True
-    edges_high = ok.any() and all(F[i] > F[ok].min() + 20 for i, cut in ((lo, lo > 0), (hi, hi < a.size - 1)) if cut)
+    low_cut = lo > 0 and not (F[lo] > F[ok].min() + 20 and F[lo] > F[lo + 1])
+    high_cut = hi < a.size - 1 and not (F[hi] > F[ok].min() + 20 and F[hi] > F[hi - 1] and a[hi] > a_barrier)
+    edges_high = ok.sum() > 1 and not (low_cut or high_cut)
     if not (ok[inner].all() and edges_high):
         bad = a[~ok]
         raise ValueError(f"the large-deviation profile has no saddle at a = {bad.min():.4g}..{bad.max():.4g} (P = {P})")
