@@ -179,7 +179,7 @@ def variational_profile(
     unit tangent, and ``E_q |G|^2`` is exact; the data part of ``E_q[S]`` is a Monte Carlo mean
     over ``n_samples`` draws fixed by ``seed`` (the same draws at every ``c``, ``P`` and ``N``, so
     the profile is smooth in each). Unlike the Laplace correction (:func:`fluctuation_entropy`) it
-    needs no positive Hessian; where the action is quadratic in ``G`` the two agree.
+    needs no positive Hessian; without data it holds the prior exactly.
 
     Args:
         arch: the network (softmax attention).
@@ -203,14 +203,20 @@ def variational_profile(
     n_samples = checks.integer("n_samples", n_samples, 1)
     with precision.float64():
         fn = _variational_objective(arch, n_samples)
-        key = jax.random.PRNGKey(int(seed))
+        n = int(network.n_loss_positions(arch))
+        k0, ko, kz = jax.random.split(jax.random.PRNGKey(int(seed)), 3)
+        draws = (  # drawn once: every c and every step of the fit sees the same ones
+            jax.random.normal(k0, (n_samples, n), jnp.float64),
+            jax.random.normal(ko, (n_samples, n, arch.L - 1), jnp.float64),
+            jax.random.normal(kz, (n_samples, n), jnp.float64),
+        )
         P64, N64 = jnp.float64(P), jnp.float64(N)
         # the prior, with a small common mode (kap = 0 is a stationary point by the sign symmetry)
         theta = np.array([0.5 * np.log(arch.sigma_G2 / N)] * 2 + [0.0, 0.5 * np.log(arch.sigma_G2 / N) - 3])
         F, thetas = [], []
 
         def value_and_grad(t, c64):
-            return tuple(np.asarray(v, float) for v in fn(jnp.asarray(t), c64, P64, N64, key))
+            return tuple(np.asarray(v, float) for v in fn(jnp.asarray(t), c64, P64, N64, draws))
 
         for ci in c:  # each c warm-started from its neighbour's fit
             res = minimize(
@@ -238,27 +244,24 @@ def _variational_checks(
     N = action.check_N(N)
     if not np.isfinite(N):
         raise ValueError(f"N must be finite for {what} (at N = inf it is the reduced action)")
-    c = checks.as_array("c", c, ndim=1)
-    if c.size == 0 or not np.all(np.isfinite(c)):
-        raise ValueError(f"c must be a non-empty list of finite numbers, got {checks.plain(c.tolist())}")
+    c = checks.as_array("c", c, ndim=1)  # finite
+    if c.size == 0:
+        raise ValueError("c must be a non-empty list of finite numbers, got []")
     return P, N, c.astype(float)
 
 
 @functools.cache
 def _variational_objective(arch: network.CopyArch, n_samples: int):
     """``(F, dF/dtheta)`` of :func:`variational_profile` at one ``c``, jitted once per
-    architecture and number of draws (``c``, ``P``, ``N`` and the key are inputs)."""
+    architecture and number of draws (``c``, ``P``, ``N`` and the draws are inputs)."""
     L = arch.L
     n = int(network.n_loss_positions(arch))
     e0 = jnp.zeros(L).at[0].set(1.0)  # the row's frame: its previous token first
     u = (e0 - 1.0 / L) / jnp.sqrt(1.0 - 1.0 / L)
 
-    def objective(theta, c, P, N, key):
+    def objective(theta, c, P, N, draws):
         h = action.hyper(arch, 1.0, jnp.float64)._replace(N=N)
-        k0, ko, kz = jax.random.split(key, 3)
-        xi0 = jax.random.normal(k0, (n_samples, n))
-        xio = jax.random.normal(ko, (n_samples, n, L - 1))
-        zeta = jax.random.normal(kz, (n_samples, n))
+        xi0, xio, zeta = draws
         sp, so, lam, kap = jnp.exp(theta[0]), jnp.exp(theta[1]), theta[2], jnp.exp(theta[3])
         x = jnp.concatenate([(sp * xi0)[..., None], so * xio + (lam * xi0 + kap * zeta)[..., None]], -1)
         x = x - (jnp.einsum("mlk,k->m", x, u) / n)[:, None, None] * u  # off the tangent
@@ -526,8 +529,8 @@ def large_deviation_log_odds(
         N: inverse temperature (finite).
         a_barrier: the previous-token weight dividing the basins.
         n_a: points of the grid of ``a``.
-        n_samples: Monte Carlo draws of a row's other logits.
-        seed: the draws' seed.
+        n_samples: quasi-Monte Carlo points of a row's other logits.
+        seed: the points' scrambling seed.
 
     Returns:
         The basins' log-odds (positive: the copy basin holds more of the posterior).

@@ -392,8 +392,8 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
         x = np.array([r[x_key] for r in rs], float)
         color = f"C{k % 10}"
 
-        def col(key, rs=rs):
-            return np.array([np.nan if r[key] is None else r[key] for r in rs], float)
+        def col(key, rs=rs):  # None or absent (a theory the rows do not carry): NaN
+            return np.array([np.nan if r.get(key) is None else r[key] for r in rs], float)
 
         y, dy = col("p_star_sampled"), col("p_star_sampled_err")
         jump = np.array([r["first_order_sampled"] for r in rs], bool)
@@ -407,7 +407,7 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
             ("p_star_large_deviation", "-.x", "large deviation"),
             ("p_star_variational", ":+", "variational"),
         ):
-            extra = np.array([np.nan if r.get(key) is None else r[key] for r in rs], float)
+            extra = col(key)
             if np.isfinite(extra).any():
                 ax.plot(x, extra, style, color=color, lw=1.2, ms=6, label=f"{lab}: {name}")
         b, db = col("barrier"), col("barrier_err")
