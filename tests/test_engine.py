@@ -100,7 +100,8 @@ def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
         _equal(engine.load_store(str(tmp_path / "s")), full)
         monkeypatch.undo()
         # the same point alone: another block, another slot, one group instead of several
-        alone = engine.run(exp, case["config"], _grid(name, {k: [v] for k, v in case["alone"].items()}))
+        alone = engine.run(exp, case["config"], _grid(name, {k: [v] for k, v in case["alone"].items()}),
+                           block=int(full.attrs["block"]))
         _equal(alone, _select(full, case["alone"]))
     finally:
         monkeypatch.undo()
@@ -117,6 +118,36 @@ def test_a_grid_point_is_checked_and_errors_name_the_axis():
         _grid("slm_sgd", dict(colour=[1]))
     with pytest.raises(engine.GridError, match="block must be an integer >= 1"):
         engine.run(exp, SLMConfig(D=24), _grid("slm_sgd", dict(seed=0)), block=0)
+
+
+@pytest.mark.skipif(__import__("jax").default_backend() != "cpu", reason="the block rule measured on a CPU")
+def test_online_sgd_default_block_follows_the_tokens_and_the_streams(tmp_path):
+    """Online SGD's default block: about 2^16 tokens a step on a CPU, at most 16 streams, at most
+    half the grid's streams; the best blocks measured at D = 1000 (8) and D = 100 (16), 64 and
+    256 runs (benchmarks/README.md). A sweep extended later keeps its store's block."""
+    exp = engine.get("slm_sgd")
+
+    def block(D, L, seeds, share_data=False, **kw):
+        config = SLMConfig(D=D, share_data=share_data, **kw)
+        return engine.make_plan(exp, config, _grid("slm_sgd", dict(seed=list(range(seeds)), L=L))).block
+
+    assert block(1000, 8, 64) == 8 and block(100, 8, 256) == 16  # the two benchmark sizes
+    assert block(200, 4, 4) == 2 and block(200, 4, 3) == 1 and block(200, 4, 1) == 1  # the main job's 4 seeds: 2 blocks
+    assert block(100, 8, 256, batch_size=8) == 8 and block(10**5, 8, 64) == 1  # bigger steps, smaller blocks
+    assert block(8, 4, 4096) == 16  # never past 16 streams on a CPU
+    grid = _grid("slm_sgd", dict(seed=list(range(64)), L=8, eta=[0.5, 1.0]))  # shared data: 64 streams, not 128
+    assert engine.make_plan(exp, SLMConfig(D=1000), grid).block == 8
+    assert engine.make_plan(exp, SLMConfig(D=1000), grid, block=3).block == 3
+
+    small = engine.dumps("slm_sgd", SLMConfig(D=64), _grid("slm_sgd", dict(seed=[0, 1, 2, 3])))
+    big = engine.parse(small.replace("[0, 1, 2, 3]", str(list(range(64)))))
+    out = str(tmp_path / "store")
+    from jaxattn.engine._sweep import open_store
+
+    man = open_store(engine.parse(small), engine.sweep_plan(engine.parse(small)), out, 1)
+    assert man["block"] == 2 and engine.sweep_plan(big).block == 16
+    assert engine.sweep_plan(big, out).block == 2  # the store's block, so extending it is allowed
+    assert open_store(big, engine.sweep_plan(big, out), out, 1, extend=True)["block"] == 2
 
 
 @pytest.mark.slow  # 23 s

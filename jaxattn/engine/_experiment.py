@@ -25,8 +25,8 @@ once from member ``[s, 0, 0]``'s key and used by all its members. :func:`over_gr
 function to one ``(S, M)`` group at a time: the shapes of every computation on the data are
 then those of the block, whatever the grid, which is what makes a point's bits independent of
 the grid around it (XLA picks algorithms by shape; ``docs/architecture.md``). ``S`` and ``M``
-are execution settings (``block`` and ``group``) with one default per experiment, the same for
-the Python API, the command line and sweeps.
+are execution settings (``block`` and ``group``) with one default rule per experiment
+(:meth:`Experiment.default_block`), the same for the Python API, the command line and sweeps.
 """
 
 from __future__ import annotations
@@ -121,6 +121,21 @@ class Experiment:
             :attr:`group`, or 1 where no axis is shared under ``config``.
         """
         return self.group if self.shared_axes(config) else 1
+
+    def default_block(self, config, static, n_streams: int) -> int:
+        """Streams per block when the run does not say (default: :attr:`block`). An experiment may
+        choose it from its shapes and the grid's number of streams; a point's bits depend on it
+        (the run's dataset and a sweep's manifest record the block used).
+
+        Args:
+            config: The run's validated config.
+            static: From :meth:`setup`.
+            n_streams: The number of streams in the grid.
+
+        Returns:
+            :attr:`block`.
+        """
+        return self.block
 
     def fields(self) -> tuple[str, ...]:
         """The config fields a sweep file's ``[fixed]`` table and the command line may set.

@@ -119,7 +119,7 @@ def make_plan(
         config: Its config; ``None`` means the default ``experiment.config_type()``.
         grid: The grid; ``None`` means no dimensions (one point).
         fixed: Values of axes that are not grid dimensions (others take their defaults).
-        block: Streams per block; ``None`` means the experiment's.
+        block: Streams per block; ``None`` means :meth:`Experiment.default_block`.
         group: Members per group; ``None`` means :meth:`Experiment.default_group`.
 
     Returns:
@@ -165,12 +165,17 @@ def make_plan(
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
     with jax.enable_x64(experiment.uses_x64(config)):
         static, shared = experiment.setup(config, values)
+    if block is None:
+        shared_axes = experiment.shared_axes(config)
+        keep = [i for i, v in enumerate(grid.variables) if v not in shared_axes]
+        n_streams = len({tuple(p[i] for i in keep) for p in grid.points()})
+        block = experiment.default_block(config, static, n_streams)
     return Plan(
         experiment,
         config,
         grid,
         fixed_axes,
-        int(block or experiment.block),
+        int(block),
         int(group or experiment.default_group(config)),
         static,
         shared,

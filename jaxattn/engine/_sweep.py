@@ -58,18 +58,28 @@ class Report:
     wall_seconds: float
 
 
-def sweep_plan(sweep: Sweep) -> Plan:
+def sweep_plan(sweep: Sweep, out: str | None = None) -> Plan:
     """The engine's plan of a sweep (its experiment, config, grid, fixed axes and block shape).
+
+    A sweep file without ``block`` takes the block of the store at ``out`` where there is one:
+    the default block may depend on the grid (:meth:`Experiment.default_block`), and an extended
+    grid or another worker must compute with the block the store was made with.
 
     Args:
         sweep: The parsed sweep file.
+        out: The store's folder, if any.
 
     Returns:
         The ``Plan`` (see :func:`~jaxattn.engine._plan.make_plan`).
     """
-    return make_plan(
-        sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=sweep.block, group=sweep.group
-    )
+    block = sweep.block
+    if block is None and out is not None:
+        try:
+            man = store.read_manifest(out)
+        except store.DamagedStore:
+            man = None  # rebuilt from the sweep file (--repair), with the sweep's own block
+        block = None if man is None else int(man["block"])
+    return make_plan(sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=block, group=sweep.group)
 
 
 def _groups(plan: Plan, chunks: list[list[tuple]]) -> int:
@@ -333,7 +343,7 @@ def run_sweep(
     if claim_timeout <= 0:
         raise ValueError(f"claim_timeout must be > 0 seconds, got {claim_timeout}")
     cache.enable()  # sweeps remember their programs (unless JAXATTN_NO_CACHE is set)
-    plan = sweep_plan(sweep)
+    plan = sweep_plan(sweep, out)
     devices = tuple(jax.local_devices() if devices is None else devices)
     if jax.process_count() > 1:
         worker = worker or (jax.process_index(), jax.process_count())

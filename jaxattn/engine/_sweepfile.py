@@ -78,7 +78,7 @@ class Sweep:
         dims: The grid's dimensions, values checked by their axes.
         config: The validated config.
         fixed_axes: Axes given one value in ``[fixed]`` -> that value (checked).
-        block: Streams per block; ``None`` means the experiment's default.
+        block: Streams per block; ``None`` means the store's, or the experiment's default for a new store.
         group: Members per group; ``None`` means the experiment's default.
         chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
         memory_budget: Bytes per chunk.

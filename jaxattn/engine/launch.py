@@ -106,7 +106,7 @@ def submit(
 
     sweep = load_file(file)
     out = os.path.abspath(out)
-    plan = sweep_plan(sweep)
+    plan = sweep_plan(sweep, out)
     open_store(sweep, plan, out, len(jax.local_devices()))
     ex = submitit.AutoExecutor(folder=folder or os.path.join(out, "submitit"), cluster=executor)
     params: dict = {"timeout_min": time_min, "name": f"jaxattn-{sweep.model}"}

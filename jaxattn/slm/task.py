@@ -14,6 +14,7 @@ one grid point. Token ``l`` of a sample is drawn from its own key ``fold_in(key,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -95,6 +96,13 @@ def latent_directions(key: PRNGKeyArray, D: int, F: int, dtype: DTypeLike = jnp.
     F = checks.integer("F", F, 1)
     if D < F:
         raise ValueError(f"D must be >= F, got D={D}, F={F}")
+    return _orthonormal_rows(key, D, F, jnp.dtype(dtype))
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2, 3))
+def _orthonormal_rows(key: PRNGKeyArray, D: int, F: int, dtype) -> Float[Array, "F D"]:
+    # one program (kept by the compilation cache) instead of a dispatch per operation: the main
+    # job's start; the same bits as the operations one by one
     q, _ = jnp.linalg.qr(jax.random.normal(key, (D, F), dtype=dtype))
     return (q.T * jnp.sqrt(D)).astype(dtype)
 

@@ -61,7 +61,7 @@ class OnlineSGDExperiment(Experiment):
         doc: one line describing it.
         config_type: :class:`~jaxattn.slm._config.SLMConfig`.
         axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``.
-        block: default streams per block.
+        block: streams per block where :meth:`default_block` has no grid to look at.
         group: default members per group.
     """
 
@@ -74,6 +74,30 @@ class OnlineSGDExperiment(Experiment):
 
     def shared_axes(self, config: SLMConfig) -> frozenset[str]:
         return HYPER if config.share_data else frozenset()
+
+    def default_block(self, config: SLMConfig, static: SGDStatic, n_streams: int) -> int:
+        """Streams per block from the tokens a stream draws per step and the grid's streams.
+
+        A block of ``S`` streams draws ``S * batch_size * L_max * D`` Gaussian tokens a step.
+        Larger blocks spread the per-step overhead over more streams until those draws fill the
+        caches: on a CPU the rate peaks near ``2^16`` tokens (measured on 2 cores at
+        ``D = 1000`` and ``D = 100``, ``benchmarks/README.md``), and beyond 16 streams it falls.
+        On an accelerator the block grows to ``2^22`` tokens and 1024 streams (not measured here).
+        It is at most half the streams (a power of two), so that a small grid runs as two blocks
+        (one per core) rather than padded into one.
+
+        Args:
+            config: The run's config.
+            static: From :meth:`setup` (``D``, ``L_max``).
+            n_streams: The number of streams in the grid.
+
+        Returns:
+            A power of two between 1 and the cap.
+        """
+        cpu = jax.default_backend() == "cpu"
+        tokens = config.batch_size * static.cfg.L_max * static.cfg.D
+        cap = min(16 if cpu else 1024, max(1, (2**16 if cpu else 2**22) // tokens))
+        return 1 << (min(cap, max(1, n_streams // 2)).bit_length() - 1)
 
     def setup(self, config: SLMConfig, values):
         cfg = sgd.SGDConfig(
