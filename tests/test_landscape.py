@@ -234,10 +234,11 @@ def test_cli_landscape_json(tmp_path):
     from jaxattn import engine
     from jaxattn.copyhead._config import CopyLandscapeConfig
 
-    config = CopyLandscapeConfig(L=32, V=4, N=20.0, n_windows=out["n_windows"][0], c_lo=-0.5, c_hi=3.0, burn_in=200,
+    config = CopyLandscapeConfig(L=32, V=4, n_windows=out["n_windows"][0], c_lo=-0.5, c_hi=3.0, burn_in=200,
                                  n_draws=20, thin=5, reweight_span=12)
     grid = engine.Grid.from_values(landscape.COPY_LANDSCAPE.axis, dict(P=[340], chain=range(2)))
-    rep = engine.run_sweep(engine.parse(engine.dumps("copy_landscape", config, grid)), str(tmp_path / "s"))
+    text = engine.dumps("copy_landscape", config, grid, fixed={"N": 20.0})
+    rep = engine.run_sweep(engine.parse(text), str(tmp_path / "s"))
     assert not rep.failed
     swept = landscape.landscape_of_dataset(engine.load_store(str(tmp_path / "s")))
     assert swept["P"] == [340] and out["n_windows"] == [56]

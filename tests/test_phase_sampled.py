@@ -201,3 +201,48 @@ def test_the_search_steps_a_quarter_at_most_and_refines_inside_a_bracket(monkeyp
     assert 342 in order and len(order) <= 6
     assert min(abs(p - P0) for p in order) <= 12, order  # a sampled P's curve covers the crossing
     assert all(abs(b - a) <= 0.25 * a + 1 for a, b in zip(order, order[1:])), order
+
+
+@pytest.mark.slow  # about 40 s on 2 cores
+def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
+    """The map as one sweep of ``copy_landscape``: ``N`` zipped with ``P`` (each ``N`` sampled
+    near its own ``P*``), read back by ``phase_of_dataset`` and by the command's ``--store``.
+    Each row's sampled numbers equal those of ``landscape`` at that ``(N, P)`` through the Python
+    API (the engine's contract: the same bits alone and inside a grid, through a sweep or the
+    API); short chains, so this checks the route, not the sampled values."""
+    from jaxattn import engine
+    from jaxattn.copyhead._config import CopyLandscapeConfig
+
+    short = dict(burn_in=100, n_draws=10, thin=5, reweight_span=8)
+    arch = CopyArch(8, 4)
+    config = CopyLandscapeConfig(L=8, V=4, n_windows=32, c_lo=-0.5, c_hi=3.0, **short)
+    grid = engine.Grid((engine.Dim("chain", {"chain": (0, 1)}), engine.Dim("point", {"N": (2.0, 20.0), "P": (60, 47)})))
+    text = engine.dumps("copy_landscape", config, grid)
+    assert "[grid.zip.point]" in text
+    out = str(tmp_path / "store")
+    assert not engine.run_sweep(engine.parse(text), out).failed
+    r = landscape.phase_of_dataset(engine.load_store(out))
+    assert [(row["L"], row["N"], row["P"]) for row in r["rows"]] == [(8, 2.0, [60]), (8, 20.0, [47])]
+    assert all(set(row) == set(_phase.ROW_KEYS) for row in r["rows"]) and set(r["critical_N_sampled"]) == {"8"}
+    assert r["rows"][1]["p_star_sampled"] is not None  # N = 20: the curve around 47 crosses (46.3 sampled at length)
+    for row in r["rows"]:
+        api = landscape.landscape(arch, [row["P"][0]], row["N"], n_windows=32, c_range=(-0.5, 3.0), max_extend=0,
+                                  **short)
+        for mine, theirs in (("p_star_sampled", "p_star_sampled"), ("barrier", "barrier_at_p_star"),
+                             ("log_ratio_slope", "log_ratio_slope")):
+            mine_value = np.nan if row[mine] is None else row[mine]  # a row says None where there is no number
+            np.testing.assert_allclose(mine_value, api[theirs], rtol=1e-12, err_msg=mine)  # NaN equals NaN
+        assert row["p_star_reduced"] == pytest.approx(theory_summary(arch, row["N"])["p_star"], rel=1e-12)
+    cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out-dir",
+                                    str(tmp_path / "figs"), "--json"])
+    assert cli.exit_code == 0, cli.output
+    def timeless(rows):
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
+
+    assert timeless(json.loads(cli.stdout.strip().splitlines()[-1])["rows"]) == timeless(json.loads(json.dumps(r["rows"])))
+    bad = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--N", "5"])
+    assert bad.exit_code == 2 and "--N: not read with --store" in bad.output, bad.output
+    with pytest.raises(ValueError, match="two datasets hold the same"):
+        landscape.phase_of_dataset([engine.load_store(out)] * 2)
+    with pytest.raises(ValueError, match="not a copy_landscape dataset"):
+        landscape.phase_of_dataset(engine.load_store(out).assign_attrs(experiment="copy_sgld"))

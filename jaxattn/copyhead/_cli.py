@@ -237,11 +237,18 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 @click.option("--data-seed", type=int, default=0, show_default=True, help="--sampled: the training data set.")
 @click.option("--n-chains", type=int, default=2, show_default=True, help="--sampled: ladders of umbrella windows.")
 @click.option("--seed", type=int, default=0, show_default=True, help="--sampled: seed of the chains.")
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    help="--sampled: read the rows from a copy_landscape sweep's store (one per L; repeat) instead of sampling.",
+)
 @progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the fits (or the sampled rows) as one JSON object.")
 @click.pass_context
 @clean_errors
-def phase_diagram(ctx, L_max, n_P, out_dir, critical, sampled, Ls, V, Ns, progress, as_json, **o):
+def phase_diagram(ctx, L_max, n_P, out_dir, critical, sampled, Ls, V, Ns, stores, progress, as_json, **o):
     """Softmax P*(L, V) with fits, linear thresholds against V and L, action landscapes; with
     --sampled, P* from sampling at every (L, N) against the reduced and corrected theories, and
     where the sampled first-order line ends."""
@@ -255,8 +262,12 @@ def phase_diagram(ctx, L_max, n_P, out_dir, critical, sampled, Ls, V, Ns, progre
         raise ValueError(f"{', '.join(theory_given)}: not read with --sampled (the reduced action's diagram only)")
     if not sampled and sampled_given:
         raise ValueError(f"{', '.join(sampled_given)}: these options need --sampled")
+    if sampled and stores:
+        sampling = sorted(flag_of[k] for k in given - {"out_dir", "as_json", "sampled", "stores", "progress"})
+        if sampling:
+            raise ValueError(f"{', '.join(sampling)}: not read with --store (the store's sweep file sets them)")
     if sampled:
-        return _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o)
+        return _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores)
     from jaxattn.copyhead.plots import landscape_figure, phase_figures
 
     if L_max < 32:
@@ -283,14 +294,21 @@ def _phase_line(row: dict) -> str:
     )
 
 
-def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o):
+def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
     from jaxattn.copyhead import landscape
     from jaxattn.copyhead.plots import sampled_phase_figure
 
     def report(row):  # as each point finishes: a long map shows its progress
         click.echo(_phase_line(row), err=True)
 
-    r = landscape.sampled_phase_diagram(Ls, Ns, V, out=out_dir, progress=progress, on_row=report, **o)
+    if stores:
+        from jaxattn import engine
+
+        r = landscape.phase_of_dataset([engine.load_store(s) for s in stores])
+        for row in r["rows"]:
+            report(row)
+    else:
+        r = landscape.sampled_phase_diagram(Ls, Ns, V, out=out_dir, progress=progress, on_row=report, **o)
     r["figure"] = sampled_phase_figure(r, os.path.join(out_dir, "copy_phase_sampled.png"))
     if as_json:
         return emit(r, True)

@@ -228,10 +228,9 @@ LANDSCAPE_KERNELS = ("sgld", "mala")
 @dataclass(frozen=True)
 class CopyLandscapeConfig(network.CopyArch):
     """The umbrella sampling of the marginal posterior of ``G`` (``jaxattn.copyhead.landscape``;
-    axes ``P``, ``data_seed``, ``window``, ``chain``): the network, the windows and the sampler.
+    axes ``P``, ``N``, ``data_seed``, ``chain``): the network, the windows and the sampler.
 
     Attributes:
-        N: inverse temperature of ``exp(-S(G))``, ``S`` the exact action at ``N`` (finite).
         n_windows: windows per ``P`` (the placement's targets, padded to this many; one shape,
             hence one compile, for every ``P``).
         c_lo, c_hi: the span of the targets on the windows' coordinate (``c_G`` for softmax,
@@ -253,7 +252,6 @@ class CopyLandscapeConfig(network.CopyArch):
         chain_seed: seed of the chains (window ``k``'s chain ``c``: ``fold_in(fold_in(key, k), c)``).
     """
 
-    N: float = field(default=20.0, metadata=_h("Inverse temperature of exp(-N U)."))
     n_windows: int = field(default=64, metadata=_h("Umbrella windows per P."))
     c_lo: float | None = field(default=None, metadata=_h("Lowest window target (default: by attention)."))
     c_hi: float | None = field(default=None, metadata=_h("Highest window target (default: by attention)."))
@@ -271,9 +269,6 @@ class CopyLandscapeConfig(network.CopyArch):
 
     def validate(self) -> CopyLandscapeConfig:
         super().validate()
-        checks.positive("N", self.N)
-        if not math.isfinite(self.N):
-            raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
         checks.integer("n_windows", self.n_windows, 2)
         if (self.c_lo is None) != (self.c_hi is None):
             raise ValueError(

@@ -13,9 +13,10 @@ theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 """
 
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape._phase import critical_point, phase_point, sampled_phase_diagram
+from jaxattn.copyhead.landscape._phase import critical_point, phase_of_dataset, phase_point, sampled_phase_diagram
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
+    inverse_temperature,
     ladder_spread,
     profile_of,
     reweighted_log_ratio,
@@ -32,10 +33,12 @@ __all__ = [
     "SampledProfile",
     "critical_point",
     "curve_crossing",
+    "inverse_temperature",
     "ladder_spread",
     "landscape",
     "landscape_of_dataset",
     "linear_landscape",
+    "phase_of_dataset",
     "phase_point",
     "place_windows",
     "posterior_target",

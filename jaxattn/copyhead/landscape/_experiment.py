@@ -1,13 +1,15 @@
-"""The ``copy_landscape`` experiment: one ladder of umbrella windows per ``(P, data_seed, chain)``
-on the copy head's posterior (:mod:`jaxattn.copyhead.landscape._windows`), an SGLD chain in each,
-with replica exchange between neighbours; the windows are placed from ``(config, P)`` alone, so a
-sweep runs it as the Python API does.
+"""The ``copy_landscape`` experiment: one ladder of umbrella windows per
+``(P, N, data_seed, chain)`` on the copy head's posterior
+(:mod:`jaxattn.copyhead.landscape._windows`), an SGLD chain in each, with replica exchange between
+neighbours; the windows are placed from ``(config, P, N)`` alone, so a sweep runs it as the Python
+API does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -19,20 +21,27 @@ from jaxtyping import PRNGKeyArray
 from jaxattn.copyhead._config import CopyLandscapeConfig
 from jaxattn.copyhead.data import data_key, member_stats, stream_data
 from jaxattn.copyhead.landscape._windows import ansatz_logits, default_range, place_windows, posterior_target
-from jaxattn.core import umbrella
+from jaxattn.core import checks, umbrella
 from jaxattn.core.kernels import exchange, mala, sgld
-from jaxattn.engine import Experiment, Layout, int_axis, over_groups, segments, stream_values
+from jaxattn.engine import Axis, Experiment, Layout, int_axis, over_groups, segments, stream_values
 
-_RUNTIME = ("N", "c_lo", "c_hi", "max_spacing", "spring", "step", "chain_seed")
-"""The config's fields the compiled programs never read: ``N`` reaches them as an input, the
-windows, step sizes and keys as per-point parameters."""
+_RUNTIME = ("c_lo", "c_hi", "max_spacing", "spring", "step", "chain_seed")
+"""The config's fields the compiled programs never read: the windows, step sizes and keys reach
+them as per-point parameters."""
+
+
+def _check_N(v) -> float:
+    N = checks.positive("N", v)
+    if not math.isfinite(N):
+        raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
+    return N
 
 
 class LandscapeStatic(NamedTuple):
     """The static (hashable) part of a :class:`CopyLandscape` run. Two are equal, and share their
     compiled programs, when they differ only in the fields of the config the programs do not read
-    (``N``, the windows' placement, the step and the seed): one compile per architecture, window
-    count, chain length and data size, across ``N`` and ``P``.
+    (the windows' placement, the step and the seed): one compile per architecture, window count,
+    chain length and data size, across ``N`` and ``P`` (both per-point inputs).
 
     Attributes:
         config: the experiment's config.
@@ -64,11 +73,11 @@ class LandscapeStatic(NamedTuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _placed(config: CopyLandscapeConfig, P: int) -> tuple[umbrella.Windows, np.ndarray, np.ndarray, float]:
-    """``(windows, targets, G0, eps)`` of one ``P``: the windows (:func:`place_windows`, padded to
-    ``config.n_windows``), the ansatz's ``G`` at each target, and the SGLD step, ``step`` over
-    ``N`` plus the bias's largest curvature along the ansatz, ``kappa |grad_G c|^2``."""
-    arch, N = config.arch, config.N
+def _placed(config: CopyLandscapeConfig, P: int, N: float) -> tuple[umbrella.Windows, np.ndarray, np.ndarray, float]:
+    """``(windows, targets, G0, eps)`` of one ``(P, N)``: the windows (:func:`place_windows`,
+    padded to ``config.n_windows``), the ansatz's ``G`` at each target, and the SGLD step, ``step``
+    over ``N`` plus the bias's largest curvature along the ansatz, ``kappa |grad_G c|^2``."""
+    arch = config.arch
     w, targets = place_windows(
         arch, P, N, config.c_range or default_range(arch), config.max_spacing, config.spring, config.n_windows
     )
@@ -111,7 +120,8 @@ class CopyLandscape(Experiment):
         name: ``"copy_landscape"``.
         doc: one line describing it.
         config_type: :class:`~jaxattn.copyhead._config.CopyLandscapeConfig`.
-        axes: ``P``, ``data_seed`` and ``chain`` (the ladder's noise).
+        axes: ``P``, ``N`` (the inverse temperature), ``data_seed`` and ``chain`` (the ladder's
+            noise).
         block: default streams per block.
         group: default members per group.
     """
@@ -121,6 +131,7 @@ class CopyLandscape(Experiment):
     config_type = CopyLandscapeConfig
     axes = (
         int_axis("P", 340, 1, shared=True, help="Training sequences."),
+        Axis("N", "float", 20.0, _check_N, True, "Inverse temperature of exp(-N U)."),
         int_axis("data_seed", 0, 0, help="The data set."),
         int_axis("chain", 0, 0, shared=True, help="The ladder of windows (its noise)."),
     )
@@ -135,16 +146,17 @@ class CopyLandscape(Experiment):
             raise ValueError(f"reweight_span must be below the smallest P ({min(values['P'])}), got {c.reweight_span}")
         sched = sgld.schedule(segments(c.burn_in, 5), segments(c.n_draws))
         static = LandscapeStatic(c, -(-(max(values["P"]) + c.reweight_span) // 128) * 128, sched)
-        return static, {"N": np.float32(c.N)}  # an input, not a constant: one compile across N
+        return static, {}
 
     def params(self, s: LandscapeStatic, points):
-        placed = [_placed(s.config, int(P)) for P in points["P"]]
+        placed = [_placed(s.config, int(P), float(N)) for P, N in zip(points["P"], points["N"])]
         keys = [_keys(s.config, int(c)) for c in points["chain"]]
         return {
             "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
             "chain_key": jnp.stack([k[0] for k in keys]),
             "swap_key": jnp.stack([k[1] for k in keys]),
             "P": jnp.asarray(points["P"], jnp.int32),
+            "N": jnp.asarray(points["N"], jnp.float32),  # an input, not a constant: one compile across N
             "center": jnp.asarray(np.stack([p[0].centers for p in placed]), jnp.float32),
             "spring": jnp.asarray(np.stack([p[0].spring for p in placed]), jnp.float32),
             "target": jnp.asarray(np.stack([p[1] for p in placed]), jnp.float32),
@@ -164,18 +176,17 @@ class CopyLandscape(Experiment):
         return mala.MALA(lambda x, data: k.init(x), k.step, None), order  # pyright: ignore[reportArgumentType]
 
     def init(self, s: LandscapeStatic, shared, p, n_groups):
-        N = shared["N"]
-        kernel, _ = self._kernel(s, N)
         X = stream_data(s.config.arch, stream_values(p["data_key"]), s.n_max)
         K, n_draws = s.config.n_windows, s.config.n_draws
 
-        def point(G0, stats, center, spring):
+        def point(G0, stats, center, spring, N):
+            kernel, _ = self._kernel(s, N)
             chains = jax.vmap(kernel.init, in_axes=(0, ((None, None), 0, 0)))(G0, ((stats, N), center, spring))
             return exchange.ladder(chains)
 
         def group(q):
             st = member_stats(X, q["P"], s.n_max)
-            ladders = jax.vmap(jax.vmap(point))(q["G0"], st, q["center"], q["spring"])
+            ladders = jax.vmap(jax.vmap(point))(q["G0"], st, q["center"], q["spring"], q["N"])
             shape = q["P"].shape + (K, n_draws)
             draws = {"c": jnp.zeros(shape, jnp.float32), "replica": jnp.zeros(shape, jnp.int32)}
             if not s.config.reweight_span:
@@ -188,15 +199,14 @@ class CopyLandscape(Experiment):
         return over_groups(group, n_groups, p)
 
     def step(self, s: LandscapeStatic, shared, p, state, k, n_groups):
-        N = shared["N"]
-        kernel, order = self._kernel(s, N)
         c = s.config
         adv, first, nd = (jnp.asarray(t)[k] for t in s.schedule)
         t0 = jnp.asarray(np.concatenate([[0], np.cumsum(s.schedule.steps(c.thin))[:-1]]))[k]
 
         potential = posterior_target(c.arch)[0]
 
-        def ladder(keys, swap_key, ld, stats, center, spring, eps, draws):
+        def ladder(keys, swap_key, ld, stats, center, spring, eps, N, draws):
+            kernel, order = self._kernel(s, N)
             stats, shifted = stats if c.reweight_span else (stats, None)
             data = ((stats, N), center, spring)
             per_window = ((None, None), 0, 0)
@@ -240,7 +250,7 @@ class CopyLandscape(Experiment):
 
         def group(ladders, stats, draws, q):
             ladders, draws = jax.vmap(jax.vmap(ladder))(
-                q["chain_key"], q["swap_key"], ladders, stats, q["center"], q["spring"], q["eps"], draws
+                q["chain_key"], q["swap_key"], ladders, stats, q["center"], q["spring"], q["eps"], q["N"], draws
             )
             return ladders, stats, draws
 
@@ -310,7 +320,7 @@ class CopyLandscape(Experiment):
         return s.schedule.steps(s.config.thin), "step"
 
     def attrs(self, c: CopyLandscapeConfig, s) -> dict:
-        return {"attention": c.attention, "L": c.L, "V": c.V, "N": float(c.N)}
+        return {"attention": c.attention, "L": c.L, "V": c.V}
 
 
 COPY_LANDSCAPE = CopyLandscape()

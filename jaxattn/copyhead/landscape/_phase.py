@@ -14,12 +14,13 @@ import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import xarray as xr
 
 from jaxattn.copyhead import action, fluctuations, network
-from jaxattn.copyhead._config import REWEIGHT_SPAN
+from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
 from jaxattn.copyhead.curves import theory_summary
-from jaxattn.copyhead.landscape._profiles import sampled_profile, window_diagnostics
-from jaxattn.copyhead.landscape._search import _check_sampler, landscape
+from jaxattn.copyhead.landscape._profiles import inverse_temperature, sampled_profile, window_diagnostics
+from jaxattn.copyhead.landscape._search import _check_sampler, landscape, landscape_of_dataset
 from jaxattn.core import checks
 from jaxattn.engine import store
 
@@ -76,6 +77,11 @@ def phase_point(arch: network.CopyArch, N: float, *, progress: bool = False, **k
 
     t0 = time.perf_counter()
     r = landscape(arch, None, N, progress=progress, **kw)
+    return _row(arch, N, r, time.perf_counter() - t0)
+
+
+def _row(arch: network.CopyArch, N: float, r: dict, seconds: float) -> dict:
+    """A row (:data:`ROW_KEYS`) from the summary of :func:`landscape` or :func:`landscape_of_dataset`."""
     s = theory_summary(arch, N)
     row = {
         "L": arch.L,
@@ -98,8 +104,77 @@ def phase_point(arch: network.CopyArch, N: float, *, progress: bool = False, **k
     health = window_diagnostics(r["profiles"])  # over every sampled P: the worst window
     row["max_window_rhat"] = max(health["max_window_rhat"])
     row["min_window_ess"] = min(health["min_window_ess"])
-    row["seconds"] = round(time.perf_counter() - t0, 1)
+    row["seconds"] = round(seconds, 1)
     return row
+
+
+def _by_N(ds: xr.Dataset) -> list[tuple[float, xr.Dataset]]:
+    """A ``copy_landscape`` dataset split by ``N``, each part with ``P`` as its dimension: ``N``
+    fixed, a dimension of its own, or zipped with ``P`` in one dimension."""
+    if "N" not in ds.coords:
+        return [(inverse_temperature(ds), ds)]
+    if "N" in ds.dims:
+        return [(float(n), ds.sel(N=n)) for n in ds["N"].values]
+    dim = ds["N"].dims[0]
+    if ds["P"].dims != (dim,):
+        raise ValueError(f"N and P: zip them in one dimension, or make each its own (N is zipped in {dim!r})")
+    Ns = np.asarray(ds["N"].values, float)
+    return [(float(n), ds.isel({dim: np.flatnonzero(Ns == n)}).swap_dims({dim: "P"})) for n in np.unique(Ns)]
+
+
+def phase_of_dataset(datasets: xr.Dataset | Sequence[xr.Dataset], n_bins: int = 40) -> dict:
+    """The sampled phase diagram from ``copy_landscape`` runs, one per ``L`` (a sweep's store
+    read by :func:`jaxattn.engine.load_store`, or :func:`jaxattn.engine.run`'s dataset), each
+    over ``N`` and ``P`` (``N`` a grid dimension, or zipped with ``P`` to sample each ``N`` near
+    its own ``P*``): a row per ``(L, N)`` from :func:`landscape_of_dataset` on that ``N``'s ``P``
+    (no secant refinement: only the sampled ``P``), and the critical points along ``N`` and
+    ``L`` (:func:`critical_point`), as :func:`sampled_phase_diagram` gives them.
+
+    Args:
+        datasets: one dataset, or one per ``L`` (softmax attention, one ``V``, one data set each).
+        n_bins: bins of the profiles.
+
+    Returns:
+        ``{"V", "rows", "critical_N_sampled", "critical_L_sampled"}`` as
+            :func:`sampled_phase_diagram`; a row's ``seconds`` is the time to read it.
+
+    Raises:
+        ValueError: if a dataset is not ``copy_landscape``'s, not softmax attention, of another
+            ``V``, or holds two datasets of one ``L``.
+    """
+    import time
+
+    from jaxattn.engine import config as cfgs
+
+    datasets = [datasets] if isinstance(datasets, xr.Dataset) else list(datasets)
+    if not datasets:
+        raise ValueError("datasets: give at least one copy_landscape dataset")
+    rows = []
+    for ds in datasets:
+        if ds.attrs.get("experiment") != "copy_landscape":
+            raise ValueError(f"not a copy_landscape dataset (experiment={ds.attrs.get('experiment')!r})")
+        arch = cfgs.from_json(CopyLandscapeConfig, ds.attrs["config"]).arch
+        if arch.attention != "softmax":
+            raise ValueError(f"attention: the phase diagram is softmax attention's, got {arch.attention!r}")
+        for N, part in _by_N(ds):
+            t0 = time.perf_counter()
+            r = landscape_of_dataset(part, n_bins)
+            rows.append(_row(arch, N, r, time.perf_counter() - t0))
+    Vs = {r["V"] for r in rows}
+    if len(Vs) != 1:
+        raise ValueError(f"V: one vocabulary at a time, the datasets have {sorted(Vs)}")
+    if len({(r["L"], r["N"]) for r in rows}) != len(rows):
+        raise ValueError("L: two datasets hold the same (L, N); give one dataset per L")
+    rows.sort(key=lambda r: (r["L"], r["N"]))
+    Ls, Ns = sorted({r["L"] for r in rows}), sorted({r["N"] for r in rows})
+
+    def line(rs, x):
+        rs = sorted(rs, key=lambda r: r[x])
+        return critical_point([r[x] for r in rs], rs) if len(rs) > 1 else None
+
+    crit_N = {str(L): line([r for r in rows if r["L"] == L], "N") for L in Ls} if len(Ns) > 1 else {}
+    crit_L = {f"{N:g}": line([r for r in rows if r["N"] == N], "L") for N in Ns} if len(Ls) > 1 else {}
+    return {"V": Vs.pop(), "rows": rows, "critical_N_sampled": crit_N, "critical_L_sampled": crit_L}
 
 
 def critical_point(x: Sequence[float], rows: Sequence[dict]) -> dict | None:

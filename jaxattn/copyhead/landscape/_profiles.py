@@ -5,6 +5,7 @@ into ``F(a)`` by MBAR, their health, the profile's minimum and the basins' log-o
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
 from typing import NamedTuple
 
@@ -144,7 +145,6 @@ def sampled_profile(
         n_windows = place_windows(arch, P, N, lo_hi, max_spacing, spring)[1].size
     config = CopyLandscapeConfig(
         **{f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)},
-        N=N,
         n_windows=int(n_windows),
         c_lo=float(lo_hi[0]),
         c_hi=float(lo_hi[1]),
@@ -161,18 +161,39 @@ def sampled_profile(
         chain_seed=seed,
     ).validate()
     grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], chain=range(n_chains)))
-    ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed})
+    ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed, "N": N})
     return profile_of(ds.isel(P=0), config, P, n_bins)
 
 
+def inverse_temperature(ds: xr.Dataset) -> float:
+    """The ``N`` of a ``copy_landscape`` dataset at one ``N``: its coordinate where ``N`` is a
+    grid variable, else the fixed value the run recorded.
+
+    Args:
+        ds: the experiment's dataset (or a selection of it).
+
+    Returns:
+        ``N``.
+
+    Raises:
+        ValueError: if the dataset holds several ``N``.
+    """
+    if "N" in ds.coords:
+        Ns = np.unique(np.asarray(ds["N"].values, float))
+        if Ns.size != 1:
+            raise ValueError(f"N: one inverse temperature at a time, the dataset has {Ns.tolist()}")
+        return float(Ns[0])
+    return float(json.loads(ds.attrs["fixed_axes"])["N"])
+
+
 def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int = 40) -> SampledProfile:
-    """The sampled profile of one ``(P, data set)`` from the windows' draws of the
+    """The sampled profile of one ``(P, N, data set)`` from the windows' draws of the
     ``copy_landscape`` experiment (:class:`CopyLandscape`: a sweep's, or :func:`sampled_profile`'s):
     MBAR on the independent draws (:func:`jaxattn.core.umbrella.profile`), histogrammed on ``a``
     between the ``a`` of the targets' span, with each window's split R-hat and ESS.
 
     Args:
-        ds: the experiment's dataset at one ``P`` and data set: ``c`` and ``replica``
+        ds: the experiment's dataset at one ``P``, ``N`` and data set: ``c`` and ``replica``
             ``(chain, window, draw)``, ``diverged``, ``center``, ``spring`` and ``target``
             ``(chain, window)``, ``accepted`` and ``attempted`` ``(chain, pair)``.
         config: the experiment's config.
@@ -210,7 +231,7 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
         prof.a,
         prof.F,
         prof.dF,
-        theory_profile(arch, P, config.N, prof.a),
+        theory_profile(arch, P, inverse_temperature(ds), prof.a),
         w,
         targets,
         np.nanmean(c, axis=(1, 2)),

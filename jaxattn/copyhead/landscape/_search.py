@@ -17,6 +17,7 @@ from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
     basin_log_ratio,
+    inverse_temperature,
     ladder_spread,
     profile_of,
     reweighted_log_ratio,
@@ -180,7 +181,8 @@ def _check_sampler(arch: network.CopyArch, N: float, kw: dict) -> None:
     :func:`sampled_profile` will check them."""
     fields = {f.name for f in dataclasses.fields(CopyLandscapeConfig)} - {"n_windows", "c_lo", "c_hi"}
     arch_fields = {f.name: getattr(arch, f.name) for f in dataclasses.fields(network.CopyArch)}
-    CopyLandscapeConfig(**arch_fields, N=N, **{k: v for k, v in kw.items() if k in fields}).validate()
+    CopyLandscapeConfig(**arch_fields, **{k: v for k, v in kw.items() if k in fields}).validate()
+    COPY_LANDSCAPE.axis["N"].check(N)
     if "n_chains" in kw:
         checks.integer("n_chains", kw["n_chains"], 2)
 
@@ -506,8 +508,9 @@ def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
     the theory's; for linear attention the sampled minimum against the theory's.
 
     Args:
-        ds: the dataset, dimensions ``P``, ``window``, ``chain``, ``draw`` (and ``data_seed`` of
-            length one, if a dimension); every window of each ``P`` (``0`` to ``n_windows - 1``).
+        ds: the dataset, dimensions ``P``, ``window``, ``chain``, ``draw`` (and ``data_seed`` and
+            ``N`` of length one, if dimensions); every window of each ``P`` (``0`` to
+            ``n_windows - 1``).
         n_bins: bins of the profiles.
 
     Returns:
@@ -515,21 +518,22 @@ def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
             the secant refinement: only the ``P`` of the dataset.
 
     Raises:
-        ValueError: if the dataset is not the experiment's, holds several data sets, or lacks a
-            window.
+        ValueError: if the dataset is not the experiment's, holds several data sets or ``N``, or
+            lacks a window.
     """
     from jaxattn.engine import config as cfgs
 
     if ds.attrs.get("experiment") != COPY_LANDSCAPE.name:
         raise ValueError(f"not a copy_landscape dataset (experiment={ds.attrs.get('experiment')!r})")
     config = cfgs.from_json(CopyLandscapeConfig, ds.attrs["config"])
-    if "data_seed" in ds.dims:
-        if ds.sizes["data_seed"] != 1:
-            raise ValueError(f"one data set at a time: select a data_seed of {ds['data_seed'].values.tolist()}")
-        ds = ds.isel(data_seed=0)
+    for dim in ("data_seed", "N"):
+        if dim in ds.dims:
+            if ds.sizes[dim] != 1:
+                raise ValueError(f"{dim}: one at a time, select one of {ds[dim].values.tolist()}")
+            ds = ds.isel({dim: 0})
     if ds.sizes["window"] != config.n_windows:
         raise ValueError(f"window: the dataset has {ds.sizes['window']} of the n_windows={config.n_windows} windows")
-    arch, N = config.arch, config.N
+    arch, N = config.arch, inverse_temperature(ds)
     Ps = [int(p) for p in ds["P"].values]
     profiles = [profile_of(ds.sel(P=P), config, P, n_bins) for P in Ps]
     if arch.attention != "softmax":
