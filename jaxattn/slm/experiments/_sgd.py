@@ -80,8 +80,8 @@ class OnlineSGDExperiment(Experiment):
 
         A block of ``S`` streams draws ``S * batch_size * L_max * D`` Gaussian tokens a step.
         Larger blocks spread the per-step overhead over more streams until those draws fill the
-        caches: on a CPU the rate peaks near ``2^16`` tokens (measured on 2 cores at
-        ``D = 1000`` and ``D = 100``, ``benchmarks/README.md``), and beyond 16 streams it falls.
+        caches: on a CPU the rate peaks near ``2^16`` tokens and 16 to 32 streams (measured on
+        2 cores at ``D = 1000`` and ``D = 100``, ``benchmarks/README.md``), beyond which it falls.
         On an accelerator the block grows to ``2^22`` tokens and 1024 streams (not measured here).
         It is at most half the streams (a power of two), so that a small grid runs as two blocks
         (one per core) rather than padded into one.
@@ -96,7 +96,7 @@ class OnlineSGDExperiment(Experiment):
         """
         cpu = jax.default_backend() == "cpu"
         tokens = config.batch_size * static.cfg.L_max * static.cfg.D
-        cap = min(16 if cpu else 1024, max(1, (2**16 if cpu else 2**22) // tokens))
+        cap = min(32 if cpu else 1024, max(1, (2**16 if cpu else 2**22) // tokens))
         return 1 << (min(cap, max(1, n_streams // 2)).bit_length() - 1)
 
     def setup(self, config: SLMConfig, values):
