@@ -8,7 +8,7 @@ the chunks that run the plan are in :mod:`jaxattn.engine._compute`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -165,21 +165,20 @@ def make_plan(
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
     with jax.enable_x64(experiment.uses_x64(config)):
         static, shared = experiment.setup(config, values)
-    if block is None:
-        shared_axes = experiment.shared_axes(config)
-        keep = [i for i, v in enumerate(grid.variables) if v not in shared_axes]
-        n_streams = len({tuple(p[i] for i in keep) for p in grid.points()})
-        block = experiment.default_block(config, static, n_streams)
-    return Plan(
+    plan = Plan(
         experiment,
         config,
         grid,
         fixed_axes,
-        int(block),
+        int(block or 0),
         int(group or experiment.default_group(config)),
         static,
         shared,
     )
+    if block is None:
+        n_streams = len({plan.stream_key(p) for p in grid.points()})
+        plan = replace(plan, block=int(experiment.default_block(config, static, n_streams)))
+    return plan
 
 
 def _column(grid: Grid, fixed: dict, name: str) -> list:

@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import PRNGKeyArray
 
+from jaxattn.copyhead import action
 from jaxattn.copyhead._config import CopyLandscapeConfig
 from jaxattn.copyhead.data import data_key, member_stats, stream_data
 from jaxattn.copyhead.landscape._windows import ansatz_logits, default_range, place_windows, posterior_target
-from jaxattn.core import checks, umbrella
+from jaxattn.core import umbrella
 from jaxattn.core.kernels import exchange, mala, sgld
 from jaxattn.engine import Axis, Experiment, Layout, int_axis, over_groups, segments, stream_values
 
@@ -31,7 +32,7 @@ them as per-point parameters."""
 
 
 def _check_N(v) -> float:
-    N = checks.positive("N", v)
+    N = action.check_N(v)
     if not math.isfinite(N):
         raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
     return N

@@ -19,6 +19,7 @@ import xarray as xr
 from jaxattn.copyhead import action, fluctuations, network
 from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
 from jaxattn.copyhead.curves import theory_summary
+from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import inverse_temperature, sampled_profile, window_diagnostics
 from jaxattn.copyhead.landscape._search import _check_sampler, landscape, landscape_of_dataset
 from jaxattn.core import checks
@@ -151,7 +152,7 @@ def phase_of_dataset(datasets: xr.Dataset | Sequence[xr.Dataset], n_bins: int = 
         raise ValueError("datasets: give at least one copy_landscape dataset")
     rows = []
     for ds in datasets:
-        if ds.attrs.get("experiment") != "copy_landscape":
+        if ds.attrs.get("experiment") != COPY_LANDSCAPE.name:
             raise ValueError(f"not a copy_landscape dataset (experiment={ds.attrs.get('experiment')!r})")
         arch = cfgs.from_json(CopyLandscapeConfig, ds.attrs["config"]).arch
         if arch.attention != "softmax":
@@ -166,15 +167,7 @@ def phase_of_dataset(datasets: xr.Dataset | Sequence[xr.Dataset], n_bins: int = 
     if len({(r["L"], r["N"]) for r in rows}) != len(rows):
         raise ValueError("L: two datasets hold the same (L, N); give one dataset per L")
     rows.sort(key=lambda r: (r["L"], r["N"]))
-    Ls, Ns = sorted({r["L"] for r in rows}), sorted({r["N"] for r in rows})
-
-    def line(rs, x):
-        rs = sorted(rs, key=lambda r: r[x])
-        return critical_point([r[x] for r in rs], rs) if len(rs) > 1 else None
-
-    crit_N = {str(L): line([r for r in rows if r["L"] == L], "N") for L in Ls} if len(Ns) > 1 else {}
-    crit_L = {f"{N:g}": line([r for r in rows if r["N"] == N], "L") for N in Ns} if len(Ls) > 1 else {}
-    return {"V": Vs.pop(), "rows": rows, "critical_N_sampled": crit_N, "critical_L_sampled": crit_L}
+    return {"V": Vs.pop(), "rows": rows, **_critical_points(rows)}
 
 
 def critical_point(x: Sequence[float], rows: Sequence[dict]) -> dict | None:
@@ -272,9 +265,24 @@ def sampled_phase_diagram(
             rows.append(row)
             if on_row:
                 on_row(row)
-    crit_N = {str(L): critical_point(Ns, [r for r in rows if r["L"] == L]) for L in Ls} if len(Ns) > 1 else {}
-    crit_L = {f"{N:g}": critical_point(Ls, [r for r in rows if r["N"] == N]) for N in Ns} if len(Ls) > 1 else {}
-    return {"V": int(V), "rows": rows, "critical_N_sampled": crit_N, "critical_L_sampled": crit_L}
+    return {"V": int(V), "rows": rows, **_critical_points(rows)}
+
+
+def _critical_points(rows: list[dict]) -> dict:
+    """``critical_N_sampled`` per ``L`` and ``critical_L_sampled`` per ``N`` of a set of rows
+    (:func:`critical_point` along each line; empty where only one value of the other exists)."""
+    Ls, Ns = sorted({r["L"] for r in rows}), sorted({r["N"] for r in rows})
+
+    def line(rs, x):
+        rs = sorted(rs, key=lambda r: r[x])
+        return critical_point([r[x] for r in rs], rs) if len(rs) > 1 else None
+
+    return {
+        "critical_N_sampled": {str(L): line([r for r in rows if r["L"] == L], "N") for L in Ls} if len(Ns) > 1 else {},
+        "critical_L_sampled": {f"{N:g}": line([r for r in rows if r["N"] == N], "L") for N in Ns}
+        if len(Ls) > 1
+        else {},
+    }
 
 
 def _settings(arch_kw: dict, kw: dict) -> dict:

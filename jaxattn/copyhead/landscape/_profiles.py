@@ -134,9 +134,7 @@ def sampled_profile(
             the windows or the spring constant.
     """
     arch = arch.validate()
-    N = action.check_N(N)
-    if not np.isfinite(N):
-        raise ValueError("N must be finite for sampling (N = inf is the MAP point, not a posterior)")
+    N = COPY_LANDSCAPE.axis["N"].check(N)
     P = int(action.check_P([P])[0])
     for name, v, lo in (("n_chains", n_chains, 2), ("n_bins", n_bins, 1)):
         checks.integer(name, v, lo)  # R-hat needs two chains
