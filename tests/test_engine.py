@@ -39,7 +39,7 @@ CASES = {
     "copy_theory": dict(config=CopyTheoryConfig(), grid=dict(L=[8, 12], P=[50.0, 100.0, 400.0]),
                         alone=dict(L=12, P=400.0)),
     "copy_landscape": dict(config=CopyLandscapeConfig(L=4, V=2, n_windows=24, burn_in=10, n_draws=10, thin=2),
-                           grid=dict(P=[5, 12], N=[2.0, 4.0], data_seed=[0, 1], chain=[0, 1]),
+                           grid=dict(P=[5, 12], N=[2.0, 4.0], data_seed=[0, 1, 2], chain=[0, 1]),
                            alone=dict(P=12, N=4.0, data_seed=1, chain=1)),
 }
 

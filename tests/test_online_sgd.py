@@ -90,8 +90,9 @@ GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
 @pytest.mark.slow  # moved out of the default run to keep it under 10 minutes; CI runs it
 @pytest.mark.parametrize("share", [True, False])
 def test_points_do_not_depend_on_the_grid(share):
-    """Over all five axes, with and without common random numbers: a grid point alone gives the
-    same bits as inside the grid when the grid pads it to no larger ``H`` or ``L``; a padded point
+    """Over all five axes, with and without common random numbers: a grid point alone, in the
+    grid's block, gives the same bits as inside the grid when the grid pads it to no larger ``H``
+    or ``L``; a padded point
     agrees to float32 rounding (XLA sums a padded matmul in another order: measured 6e-8 at 3
     time units, the bound is 8 ulp of 1), and its padded heads are reported as missing."""
     config = slm.SLMConfig(D=37, t_max=3.0, n_records=3, n_test=64, activation="softmax1", share_data=share)
@@ -99,7 +100,7 @@ def test_points_do_not_depend_on_the_grid(share):
     assert ds["error"].shape == (2, 2, 2, 2, 2, 4)
     for pt, exact in [(dict(seed=3, H=1, L=3, eta=1.0, signal=0.5), False),
                       (dict(seed=0, H=3, L=5, eta=0.3, signal=1.0), True)]:
-        alone = point(slm.train(config, **pt))
+        alone = point(slm.train(config, block=ds.attrs["block"], **pt))
         inside = ds.sel(pt)
         h = pt["H"]
         same = np.testing.assert_array_equal if exact else partial(np.testing.assert_allclose, rtol=0, atol=1e-6)
