@@ -106,3 +106,8 @@ def test_both_starts_and_divergence_is_flagged():
     assert np.all(np.isnan(bad["prev_weight"].values))
     summ = cp.posterior_summary(bad)
     assert int(summ["n_diverged"].sum()) == bad["diverged"].size
+
+
+def test_nuts_reference_names_a_bad_start():
+    with pytest.raises(ValueError, match="start"):
+        nuts_reference(SMALL, 16, start="random")  # the starts are named as the SGLD experiment's

@@ -65,13 +65,13 @@ def test_a_moved_name_says_where_it_went(path, new):
 
 def test_a_name_that_became_internal_says_so():
     with pytest.raises(AttributeError) as e:
-        jaxattn.copyhead.landscape.crossing  # noqa: B018
+        jaxattn.copyhead.landscape.default_P  # noqa: B018
     msg = str(e.value)
     assert msg == (
-        "jaxattn.copyhead.landscape.crossing is internal now, not a public name: "
-        "jaxattn.copyhead.landscape._search.crossing"
+        "jaxattn.copyhead.landscape.default_P is internal now, not a public name: "
+        "jaxattn.copyhead.landscape._search.default_P"
     )
-    assert callable(jaxattn.copyhead.landscape._search.crossing)
+    assert callable(jaxattn.copyhead.landscape._search.default_P)
 
 
 def test_an_unknown_name_is_a_plain_attribute_error():

@@ -28,10 +28,14 @@ def nuts_reference(
     n_samples: int = 1000,
     n_chains: int = 4,
     seed: int = 0,
+    start: str = "uniform",
 ) -> dict[str, np.ndarray | float]:
     """NUTS draws of the order parameters under ``exp(-N U)`` on the ``P`` sequences of
     ``data_seed`` (Spec B, section 4: the reference that validates the SGLD sampler), float64,
-    from random starts ``G ~ N(0, 0.1^2)``.
+    from random starts ``G ~ N(0, 0.1^2)`` near the uniform state, or from the copy state.
+
+    Chains from both starts that agree show that NUTS crosses between the basins within its run,
+    which is when it checks the umbrella windows across a barrier.
 
     Args:
         config: the network (its ``arch``); validated here.
@@ -42,6 +46,8 @@ def nuts_reference(
         n_samples: draws per chain.
         n_chains: chains (vectorized).
         seed: seed of the starts and of NUTS.
+        start: ``"uniform"`` (``G ~ N(0, 0.1^2)``, near the uniform state) or ``"copy"`` (``G = c S``, ``c`` the config's
+            ``c_copy``); ``W ~ N(0, 1/V)`` in both (:func:`jaxattn.copyhead.network.init`).
 
     Returns:
         ``prev_weight``, ``a1``, ``aG``, ``U`` as ``(chain, draw)`` arrays, and per observable its
@@ -54,6 +60,7 @@ def nuts_reference(
     config = config.validate()
     P = checks.integer("P", P, 1)
     checks.positive("N", N)
+    start = checks.choice("start", start, ("uniform", "copy"))
     for name, v in (("n_warmup", n_warmup), ("n_samples", n_samples), ("n_chains", n_chains)):
         checks.integer(name, v, 1)
     arch = config.arch
@@ -62,7 +69,8 @@ def nuts_reference(
         st = network.stats(X, prefix_mask(P, P))
         pot = lambda p: N * network.loss(p, st, arch)  # noqa: E731
         keys = jax.random.split(jax.random.key(seed), n_chains + 1)
-        init = jax.vmap(lambda k: network.init(k, arch, 0.1, dtype=jnp.float64))(keys[1:])
+        copy = start == "copy"
+        init = jax.vmap(lambda k: network.init(k, arch, 0.1, config.c_copy, copy, jnp.float64))(keys[1:])
         mcmc = MCMC(
             NUTS(potential_fn=pot),
             num_warmup=n_warmup,

@@ -24,7 +24,13 @@ from jaxattn.copyhead.landscape._profiles import (
     sampled_profile,
     window_diagnostics,
 )
-from jaxattn.copyhead.landscape._search import curve_crossing, landscape, landscape_of_dataset, linear_landscape
+from jaxattn.copyhead.landscape._search import (
+    crossing,
+    curve_crossing,
+    landscape,
+    landscape_of_dataset,
+    linear_landscape,
+)
 from jaxattn.copyhead.landscape._windows import place_windows, posterior_target
 from jaxattn.core import checks
 
@@ -32,6 +38,7 @@ __all__ = [
     "COPY_LANDSCAPE",
     "SampledProfile",
     "critical_point",
+    "crossing",
     "curve_crossing",
     "inverse_temperature",
     "ladder_spread",
@@ -68,7 +75,7 @@ _MOVED = {
     **{n: "jaxattn.copyhead.fluctuations" for n in ("corrected_gap", "fluctuation_entropy", "p_star_corrected")},
     **{n: "jaxattn.copyhead.landscape._windows" for n in ("C_RANGE", "default_range")},
     **{n: "jaxattn.copyhead.landscape._profiles" for n in ("basin_log_ratio", "sampled_minimum")},
-    **{n: "jaxattn.copyhead.landscape._search" for n in ("crossing", "default_P")},
+    "default_P": "jaxattn.copyhead.landscape._search",
     **{n: "jaxattn.copyhead.landscape._experiment" for n in ("CopyLandscape", "LandscapeStatic")},
 }
 __getattr__ = checks.moved("jaxattn.copyhead.landscape", _MOVED)
