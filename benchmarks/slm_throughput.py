@@ -173,12 +173,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    ap.add_argument("--D", type=int, choices=(1000, 100), default=None, help="only this configuration")
+    ap.add_argument("--repeats", type=int, default=None, help="timings per block (default 3)")
+    ap.add_argument("--steps", type=int, default=None, help="steps of the shorter run (default 1000 / 2000)")
+    ap.add_argument("--scan", default=None, help="blocks to time, comma-separated (default 2,4,...,64)")
     a = ap.parse_args()
     if a.quick:
         cases = [dict(D=100, L=4, H=2, n_runs=8, steps=50, torch_steps=50, repeats=1, scan=())]
     else:
         cases = [dict(D=1000, L=8, H=4, n_runs=64, steps=1000, torch_steps=2000, repeats=3),
                  dict(D=100, L=8, H=4, n_runs=256, steps=2000, torch_steps=4000, repeats=3)]
+        cases = [c for c in cases if a.D in (None, c["D"])]
+        for c in cases:
+            c.update({k: v for k, v in (("repeats", a.repeats), ("steps", a.steps)) if v is not None})
+            if a.scan:
+                c["scan"] = tuple(int(b) for b in a.scan.split(","))
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__},"
           f" backend {jax.default_backend()}, activation {ACT}")
     print(f"# rates in samples x runs / s; jaxattn and draw-only over {len(jax.local_devices())} host devices")
