@@ -109,12 +109,11 @@ def point(L: int, N: float) -> dict:
         rows.append(nuts_at(L, N, P, a_bar))
         print(rows[-1], flush=True)
     rows.sort(key=lambda r: r["P"])
-    Ps = sorted(Ps)
     t_nuts = time.perf_counter() - t1
-    y, dy = (np.array([r[k] for r in rows]) for k in ("log_odds", "log_odds_err"))
-    p_nuts, dp_nuts = landscape.crossing(np.array(Ps), y, dy)  # independent points: a weighted line
+    P_, y, dy = (np.array([r[k] for r in rows]) for k in ("P", "log_odds", "log_odds_err"))
+    p_nuts, dp_nuts = landscape.crossing(P_, y, dy)  # independent points: a weighted line
     z = (p_nuts - p_win) / float(np.hypot(dp_nuts, dp_win))
-    out = dict(
+    return dict(
         L=L,
         N=N,
         data_seed=0,
@@ -134,7 +133,6 @@ def point(L: int, N: float) -> dict:
         seconds_windows=round(t_win),
         seconds_nuts=round(t_nuts),
     )
-    return out
 
 
 def main():

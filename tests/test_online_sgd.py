@@ -92,9 +92,9 @@ GRID = dict(seed=[0, 3], H=[1, 3], L=[3, 5], eta=[0.3, 1.0], signal=[0.5, 1.0])
 def test_points_do_not_depend_on_the_grid(share):
     """Over all five axes, with and without common random numbers: a grid point alone, in the
     grid's block, gives the same bits as inside the grid when the grid pads it to no larger ``H``
-    or ``L``; a padded point
-    agrees to float32 rounding (XLA sums a padded matmul in another order: measured 6e-8 at 3
-    time units, the bound is 8 ulp of 1), and its padded heads are reported as missing."""
+    or ``L``; a padded point agrees to float32 rounding (XLA sums a padded matmul in another
+    order: measured 6e-8 at 3 time units, the bound is 8 ulp of 1), and its padded heads are
+    reported as missing."""
     config = slm.SLMConfig(D=37, t_max=3.0, n_records=3, n_test=64, activation="softmax1", share_data=share)
     ds = slm.train(config, **GRID)
     assert ds["error"].shape == (2, 2, 2, 2, 2, 4)
