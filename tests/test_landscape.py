@@ -39,8 +39,10 @@ def test_bad_input_names_the_parameter():
     for bad in (0, 2.5):
         with pytest.raises(ValueError, match=f"swap_every must be .*, got {bad}"):
             landscape.sampled_profile(ARCH, 300, 20.0, swap_every=bad)
-    with pytest.raises(ValueError, match="kernel must be one of sgld, mala, got 'hmc'"):
-        landscape.sampled_profile(ARCH, 300, 20.0, kernel="hmc")
+    with pytest.raises(ValueError, match="kernel must be one of sgld, mala, hmc, got 'nuts'"):
+        landscape.sampled_profile(ARCH, 300, 20.0, kernel="nuts")
+    with pytest.raises(ValueError, match="n_leapfrog must be .*, got 0"):
+        landscape.sampled_profile(ARCH, 300, 20.0, kernel="hmc", n_leapfrog=0)
     with pytest.raises(ValueError, match=r"reweight_span must be below the smallest P \(10\), got 12"):
         landscape.sampled_profile(ARCH, 10, 20.0, reweight_span=12)
     r = CliRunner().invoke(main, ["copy", "landscape", "--swap-every", "0", "--json"])

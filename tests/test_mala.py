@@ -1,10 +1,11 @@
-"""The Metropolis-adjusted Langevin kernel (``jaxattn.core.kernels.mala``): exact stationary
-moments on a Gaussian target at a step where SGLD's are visibly off by its closed-form bias, the
-cached density refreshed for new data, and a non-finite start flagged."""
+"""The Metropolis-adjusted kernels (``jaxattn.core.kernels.mala``: MALA and HMC): exact
+stationary moments on a Gaussian target at a step where SGLD's are visibly off by its closed-form
+bias, the cached density refreshed for new data, and a non-finite start flagged."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from jaxattn.core.kernels import mala, sgld
 
@@ -60,6 +61,23 @@ def test_mala_is_exact_on_a_gaussian_where_sgld_is_biased():
     biased = 1 / (lam * (1 - STEP * lam / 2))
     assert np.all(np.abs(var_s - biased) < 4 * se_s), (var_s, biased, se_s)
     assert abs(var_s[0] - want[0]) > 20 * se_s[0]
+
+
+def test_hmc_is_exact_on_the_same_gaussian():
+    """HMC (four jittered leapfrog steps of ``sqrt(2 h)`` a proposal) on the same target at the
+    same step: the target's variances within 4 standard errors on every coordinate, with an
+    acceptance that shows the trajectories are long enough to be rejected sometimes."""
+    k = mala.hmc(U, n_leapfrog=4)
+    var, se, final = _variances(k.step, lambda x: k.init(x, None), burn_in=50, n_draws=100, thin=2)
+    want = np.asarray(SD**2)
+    assert np.all(np.abs(var - want) < 4 * se), (var, want, se)
+    rate = float(jnp.mean(final.accepted / final.step))
+    assert 0.3 < rate < 0.99, rate
+
+
+def test_hmc_names_its_bad_leapfrog_count():
+    with pytest.raises(ValueError, match="n_leapfrog"):
+        mala.hmc(U, n_leapfrog=0)
 
 
 def test_refresh_takes_the_new_data_and_a_non_finite_start_is_flagged():

@@ -152,3 +152,18 @@ def test_reweighting_to_tilted_targets_matches_quadrature(sample_windows):
     assert exact[0] > 0.97 and exact[-1] < 0.03  # the tilts move the weight across the barrier
     p0, _ = umbrella.probability(draws, w, lambda x: x > 0)
     np.testing.assert_allclose(p0, p[2], rtol=1e-10)
+
+
+def test_stuck_windows_are_named_when_mbar_cannot_start():
+    """Two neighbouring windows whose draws never moved (a chain that accepts no move): BAR finds
+    no bound between them, and both MBAR entry points say which windows are stuck, in a
+    ``ValueError``, not pymbar's ``BoundsError`` or ``NameError``."""
+    w = umbrella.Windows(np.array([0.0, 0.1, 0.2, 0.3]), np.full(4, 545.0))
+    rng = np.random.default_rng(0)
+    a = np.stack([rng.normal(c, 0.04, (2, 8)) for c in w.centers])
+    a[1], a[2] = 0.11, 0.19
+    draws = umbrella.WindowDraws(jnp.asarray(a), jnp.zeros((4, 2), bool))
+    with pytest.raises(ValueError, match=r"never moved: \[1, 2\]"):
+        umbrella.probability(draws, w, lambda x: x > 0.15)
+    with pytest.raises(ValueError, match=r"never moved: \[1, 2\]"):
+        umbrella.profile(draws, w, np.linspace(-0.1, 0.4, 6))

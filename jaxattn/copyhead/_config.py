@@ -221,8 +221,9 @@ REWEIGHT_SPAN = 12
 ``N = 20, L = 32`` (about 4 per sequence) the draws at the reduced theory's ``P* = 330`` reach the
 sampled 340 (measured: 340.5 +- 0.3 from ``P = 330`` alone)."""
 
-LANDSCAPE_KERNELS = ("sgld", "mala")
-"""The samplers of the umbrella windows: unadjusted and Metropolis-adjusted Langevin."""
+LANDSCAPE_KERNELS = ("sgld", "mala", "hmc")
+"""The samplers of the umbrella windows: unadjusted and Metropolis-adjusted Langevin, and
+Hamiltonian Monte Carlo."""
 
 
 @dataclass(frozen=True)
@@ -237,15 +238,18 @@ class CopyLandscapeConfig(network.CopyArch):
             ``|a_G|`` for linear; default :func:`jaxattn.copyhead.landscape._windows.default_range`).
         max_spacing: the targets' largest spacing.
         spring: the windows' spring constant (default: from the reduced action).
-        burn_in: SGLD steps before the first draw.
+        burn_in: kernel steps before the first draw.
         n_draws: draws per chain.
-        thin: SGLD steps between draws.
-        step: SGLD step size times ``N`` plus the bias's curvature.
-        kernel: the windows' sampler: ``"sgld"`` (unadjusted Langevin) or ``"mala"``
-            (Metropolis-adjusted, exact at any step; :data:`LANDSCAPE_KERNELS`).
+        thin: kernel steps between draws.
+        step: the Langevin step size times ``N`` plus the bias's curvature (HMC's leapfrog step
+            is ``sqrt(2 x)`` of the step size).
+        kernel: the windows' sampler: ``"sgld"`` (unadjusted Langevin), ``"mala"``
+            (Metropolis-adjusted, exact at any step) or ``"hmc"`` (exact, ``n_leapfrog``
+            gradients a step; :data:`LANDSCAPE_KERNELS`).
+        n_leapfrog: HMC's leapfrog steps per step (the other kernels ignore it).
         exchange: replica exchange between neighbouring windows (off: the windows' chains are
             independent).
-        swap_every: SGLD steps between rounds of exchange.
+        swap_every: kernel steps between rounds of exchange.
         reweight_span: at every draw, also record the change of the action from ``P`` to
             ``P + d`` for ``|d| <= reweight_span`` (the first ``P + d`` sequences), so that one
             ``P``'s draws give the posterior at its neighbours by reweighting (0: none).
@@ -257,13 +261,14 @@ class CopyLandscapeConfig(network.CopyArch):
     c_hi: float | None = field(default=None, metadata=_h("Highest window target (default: by attention)."))
     max_spacing: float = field(default=0.2, metadata=_h("Largest spacing of the window targets."))
     spring: float | None = field(default=None, metadata=_h("Spring constant (default: from the action)."))
-    burn_in: int = field(default=1000, metadata=_h("SGLD steps before the first draw."))
+    burn_in: int = field(default=1000, metadata=_h("Kernel steps before the first draw."))
     n_draws: int = field(default=200, metadata=_h("Draws per chain."))
-    thin: int = field(default=10, metadata=_h("SGLD steps between draws."))
-    step: float = field(default=0.05, metadata=_h("SGLD step times N plus the bias curvature."))
-    kernel: str = field(default="sgld", metadata=_h("The windows' sampler: sgld or mala."))
+    thin: int = field(default=10, metadata=_h("Kernel steps between draws."))
+    step: float = field(default=0.05, metadata=_h("Langevin step times N plus the bias curvature."))
+    kernel: str = field(default="sgld", metadata=_h("The windows' sampler: sgld, mala or hmc."))
+    n_leapfrog: int = field(default=4, metadata=_h("HMC's leapfrog steps per step."))
     exchange: bool = field(default=True, metadata=_h("Replica exchange between neighbouring windows."))
-    swap_every: int = field(default=10, metadata=_h("SGLD steps between rounds of replica exchange."))
+    swap_every: int = field(default=10, metadata=_h("Kernel steps between rounds of replica exchange."))
     reweight_span: int = field(default=0, metadata=_h("Record the action at P + d, |d| <= this, for reweighting."))
     chain_seed: int = field(default=0, metadata=_h("Seed of the chains."))
 
@@ -283,6 +288,7 @@ class CopyLandscapeConfig(network.CopyArch):
         checks.positive("step", self.step)
         if self.kernel not in LANDSCAPE_KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(LANDSCAPE_KERNELS)}, got {checks.plain(self.kernel)}")
+        checks.integer("n_leapfrog", self.n_leapfrog, 1)
         checks.integer("swap_every", self.swap_every, 1)
         checks.integer("reweight_span", self.reweight_span, 0)
         checks.integer("chain_seed", self.chain_seed, 0)

@@ -26,11 +26,15 @@ the biases only: ``N U`` is common to every window and cancels from the swap's a
 
 pymbar's solvers use JAX when it is installed and switch on float64 globally the first time they
 run. :func:`profile` calls them inside a local ``jax.enable_x64(True)``, so the caller's precision
-is left as it was.
+is left as it was. MBAR starts from BAR between neighbouring windows; where BAR finds no bound
+(windows whose chains never moved), :func:`profile` and :func:`probability` raise a
+``ValueError`` naming those windows, instead of pymbar's ``BoundsError`` (or, pymbar 4.0 catching
+its own errors by a name its module never imports, a ``NameError``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -229,7 +233,7 @@ def profile(
     else:
         a_n, u_kn, N_k, flagged, n_ind, u_n = _independent(draws, w, shift)
     x_n = a_n if transform is None else np.asarray(transform(a_n), float)
-    with jax.enable_x64(True):  # pymbar's JAX solvers would otherwise switch float64 on globally
+    with jax.enable_x64(True), _bar_start(draws):  # x64: pymbar's JAX solvers would switch it on globally
         fes = FES(u_kn, N_k, verbose=False, mbar_options={"initialize": "BAR"})
         fes.generate_fes(np.asarray(u_n, float), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
         mid = 0.5 * (edges[1:] + edges[:-1])
@@ -239,6 +243,31 @@ def profile(
     dF = np.full(mid.size, np.nan)
     F[occupied], dF[occupied] = np.asarray(res["f_i"]), np.asarray(res["df_i"])
     return Profile(mid, F, dF, flagged, n_ind)
+
+
+@contextlib.contextmanager
+def _bar_start(draws: WindowDraws):
+    """MBAR's start from BAR, with its failure named: where BAR between two windows finds no bound
+    on their free-energy difference (in practice, windows whose draws never moved), a
+    ``ValueError`` that names the windows whose chains are stuck. pymbar 4.0 catches BAR's
+    ``ConvergenceError`` by a name ``pymbar.mbar`` never imports, so any error inside BAR arrives
+    as that ``NameError``: the name is given to the module first, so that BAR's own error (a
+    ``ConvergenceError`` becomes pymbar's intended zero start) is the one seen."""
+    import pymbar.mbar
+    from pymbar.utils import BoundsError, ConvergenceError
+
+    if not hasattr(pymbar.mbar, "ConvergenceError"):
+        pymbar.mbar.ConvergenceError = ConvergenceError  # pyright: ignore[reportAttributeAccessIssue]
+    try:
+        yield
+    except BoundsError as err:
+        a = np.asarray(draws.a, float)
+        stuck = np.flatnonzero(np.ptp(a.reshape(a.shape[0], -1), axis=1) == 0).tolist()
+        raise ValueError(
+            f"MBAR cannot start: BAR found no bound between neighbouring windows (windows whose draws "
+            f"never moved: {stuck or 'none'}); the chains are stuck or too short: lower the step, or raise "
+            "burn_in or n_draws"
+        ) from err
 
 
 def _independent(draws: WindowDraws, w: Windows, *extra: np.ndarray):
@@ -304,7 +333,7 @@ def probability(
     else:
         a_n, u_kn, N_k, _, _, s_n = _independent(draws, w, shift)
         targets = np.asarray(s_n, float).T
-    with jax.enable_x64(True):
+    with jax.enable_x64(True), _bar_start(draws):
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
         res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=targets)  # one per target
     mu, sigma = np.ravel(res["mu"]).astype(float), np.ravel(res["sigma"]).astype(float)

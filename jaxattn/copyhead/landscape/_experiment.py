@@ -173,6 +173,8 @@ class CopyLandscape(Experiment):
         U = umbrella.biased_potential(potential, order, N)
         if s.config.kernel == "mala":
             return mala.mala(U, N), order
+        if s.config.kernel == "hmc":
+            return mala.hmc(U, N, s.config.n_leapfrog), order
         k = sgld.sgld(U, N)
         return mala.MALA(lambda x, data: k.init(x), k.step, None), order  # pyright: ignore[reportArgumentType]
 
@@ -266,7 +268,7 @@ class CopyLandscape(Experiment):
             "diverged": ladders.chains.diverged,
             "move_acceptance": (
                 ladders.chains.accepted / jnp.maximum(ladders.chains.step, 1)
-                if s.config.kernel == "mala"
+                if s.config.kernel != "sgld"
                 else jnp.ones_like(ladders.chains.step, jnp.float32)
             ),
             "accepted": ladders.accepted,

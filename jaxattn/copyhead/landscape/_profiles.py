@@ -45,6 +45,9 @@ class SampledProfile(NamedTuple):
             over every ladder, shape ``(K - 1,)`` (``NaN`` without exchange).
         passages: replicas' walks from one end of the ladder to the other, summed over ladders
             (:func:`jaxattn.core.kernels.exchange.passages`; 0 without exchange).
+        move_acceptance: per window, the fraction of the kernel's moves accepted by the replicas
+            that end in it, averaged over ladders, shape ``(K,)`` (1 for SGLD, which accepts
+            every move).
         shifts: the shifts ``d`` of ``P`` whose action the draws recorded, shape ``(S,)``
             (empty without ``reweight_span``).
         dS: per draw, ``S_{P+d}(G) - S_P(G)``, shape ``(K, chains, draws, S)`` (``None``
@@ -64,6 +67,7 @@ class SampledProfile(NamedTuple):
     draws: umbrella.WindowDraws
     acceptance: np.ndarray
     passages: int
+    move_acceptance: np.ndarray
     shifts: np.ndarray
     dS: np.ndarray | None
 
@@ -85,6 +89,7 @@ def sampled_profile(
     thin: int = 10,
     step: float = 0.05,
     kernel: str = "sgld",
+    n_leapfrog: int = 4,
     exchange: bool = True,
     swap_every: int = 10,
     reweight_span: int = 0,
@@ -113,15 +118,17 @@ def sampled_profile(
             :func:`place_windows`).
         n_bins: bins of ``a``.
         n_chains: ladders of windows (independent chains per window).
-        burn_in: SGLD steps before the first draw.
+        burn_in: kernel steps before the first draw.
         n_draws: draws per chain.
-        thin: SGLD steps between draws.
-        step: SGLD step size times ``N`` plus the bias's curvature (the step is
-            ``step / (N + kappa |grad c|^2)``, stable for ``step`` below about 0.1).
-        kernel: the windows' sampler, ``"sgld"`` or ``"mala"`` (Metropolis-adjusted: no
-            step-size bias).
+        thin: kernel steps between draws.
+        step: the Langevin step size times ``N`` plus the bias's curvature (the step is
+            ``eps = step / (N + kappa |grad c|^2)``, SGLD stable for ``step`` below about 0.1;
+            HMC's leapfrog step is ``sqrt(2 eps)``).
+        kernel: the windows' sampler, ``"sgld"``, ``"mala"`` or ``"hmc"`` (the last two
+            Metropolis-adjusted: no step-size bias).
+        n_leapfrog: HMC's leapfrog steps per step.
         exchange: replica exchange between neighbouring windows (off: independent windows).
-        swap_every: SGLD steps between rounds of exchange.
+        swap_every: kernel steps between rounds of exchange.
         reweight_span: record the action at ``P + d`` for ``|d| <= reweight_span`` at every draw
             (:func:`reweighted_log_ratio`; 0: none).
         seed: seed of the chains.
@@ -153,6 +160,7 @@ def sampled_profile(
         thin=thin,
         step=step,
         kernel=kernel,
+        n_leapfrog=n_leapfrog,
         exchange=exchange,
         swap_every=swap_every,
         reweight_span=reweight_span,
@@ -193,7 +201,8 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
     Args:
         ds: the experiment's dataset at one ``P``, ``N`` and data set: ``c`` and ``replica``
             ``(chain, window, draw)``, ``diverged``, ``center``, ``spring`` and ``target``
-            ``(chain, window)``, ``accepted`` and ``attempted`` ``(chain, pair)``.
+            ``(chain, window)``, ``move_acceptance`` ``(chain, window)``, ``accepted`` and
+            ``attempted`` ``(chain, pair)``.
         config: the experiment's config.
         P: the number of sequences (for the theory's line).
         n_bins: bins of ``a``.
@@ -239,6 +248,7 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
         draws,
         acceptance,
         int(walks),
+        np.asarray(ds["move_acceptance"].values, float).mean(axis=1),
         np.asarray(ds["shift"].values) if "dS" in ds else np.zeros(0, int),
         np.asarray(ds["dS"].transpose("window", "chain", "draw", "shift").values, float) if "dS" in ds else None,
     )
@@ -246,7 +256,9 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
 
 def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
     """Per profile, the windows' count and health: how many, how many left out (a diverged chain),
-    the largest split R-hat and the smallest effective sample size of ``c``; with replica
+    the largest split R-hat and the smallest effective sample size of ``c``, the lowest fraction of
+    the kernel's moves accepted in a window (1 for SGLD; a Metropolis-adjusted kernel whose step is
+    too large for the target accepts few, and its window mixes slowly); with replica
     exchange, the lowest swap acceptance of a neighbouring pair, the pairs that never swapped (a
     ladder cut in two there: each side's replicas stay on it), and the replicas' end-to-end
     passages.
@@ -256,7 +268,8 @@ def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
 
     Returns:
         JSON-ready lists keyed ``n_windows``, ``n_flagged_windows``, ``max_window_rhat``,
-            ``min_window_ess``, ``min_swap_acceptance`` (``None`` without exchange),
+            ``min_window_ess``, ``min_move_acceptance``, ``min_swap_acceptance`` (``None`` without
+            exchange),
             ``pairs_never_swapped`` (the pairs' indices) and ``passages``, one entry per profile.
     """
     return dict(
@@ -264,6 +277,7 @@ def window_diagnostics(profiles: list[SampledProfile]) -> dict[str, list]:
         n_flagged_windows=[int(p.flagged.sum()) for p in profiles],
         max_window_rhat=[float(np.nanmax(p.rhat)) for p in profiles],
         min_window_ess=[float(np.nanmin(p.ess)) for p in profiles],
+        min_move_acceptance=[float(np.min(p.move_acceptance)) for p in profiles],
         min_swap_acceptance=[
             float(np.nanmin(p.acceptance)) if np.isfinite(p.acceptance).any() else None for p in profiles
         ],

@@ -1,5 +1,5 @@
-"""The Metropolis-adjusted Langevin algorithm (MALA, ``blackjax.mala``) as an ``(init, step)``
-kernel over explicit state, beside :mod:`jaxattn.core.kernels.sgld`.
+"""The Metropolis-adjusted kernels, MALA (``blackjax.mala``) and HMC (``blackjax.hmc``), as
+``(init, step, refresh)`` kernels over explicit state, beside :mod:`jaxattn.core.kernels.sgld`.
 
 Target ``p(theta) ~ exp(-N U(theta, data))``. A step proposes SGLD's Euler step
 
@@ -11,6 +11,12 @@ leaves the target exactly invariant at any step size (SGLD's stationary law is o
 gradient at the position, which depend on ``data``: a chain whose data change (a replica moved
 to another umbrella window) is brought up to date by ``refresh``. A proposal with a non-finite
 density is rejected; a chain that starts non-finite is flagged ``diverged`` and frozen.
+
+HMC (:func:`hmc`) makes ``n_leapfrog`` leapfrog steps of size ``h = sqrt(2 eps)`` per proposal
+(with unit mass, one leapfrog step of that size is MALA's proposal, so ``eps`` means the same
+for both), its length jittered by a uniform factor in ``[0.8, 1.2]`` per proposal so that no
+mode of the target resonates with a fixed trajectory; a proposal costs ``n_leapfrog``
+gradients and moves ballistically, ``n_leapfrog h`` in time, where Langevin steps diffuse.
 """
 
 from __future__ import annotations
@@ -19,10 +25,14 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import blackjax
+import jax
 import jax.numpy as jnp
+from blackjax.mcmc.hmc import HMCState as _HMCInner
 from blackjax.mcmc.mala import MALAState as _Inner
+from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxattn.core import checks
 from jaxattn.core.divergence import all_finite, guard
 
 
@@ -75,7 +85,7 @@ def mala(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> M
     transition = blackjax.mala.build_kernel()
 
     def logdensity(data):
-        return lambda x: -N * potential_fn(x, data)
+        return _logdensity(potential_fn, N, data)
 
     def refresh(state: MALAState, data) -> MALAState:
         inner = blackjax.mala.init(state.position, logdensity(data))
@@ -90,11 +100,55 @@ def mala(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0) -> M
     def step(key, state: MALAState, data, step_size) -> MALAState:
         inner = _Inner(state.position, state.logdensity, state.logdensity_grad)  # pyright: ignore[reportArgumentType]
         new, info = transition(key, inner, logdensity(data), step_size)
-        moved = (new.position, new.logdensity, new.logdensity_grad)
-        (x, lp, g), diverged = guard(
-            state.diverged, all_finite(moved), moved, (state.position, state.logdensity, state.logdensity_grad)
-        )
-        took = info.is_accepted & ~diverged
-        return MALAState(x, lp, g, state.step + 1, diverged, state.accepted + took.astype(jnp.int32))
+        return _advanced(state, new, info.is_accepted)
 
     return MALA(init, step, refresh)
+
+
+def hmc(potential_fn: Callable[[Any, Any], Array], N: float | Array = 1.0, n_leapfrog: int = 4) -> MALA:
+    """The HMC kernel for ``exp(-N potential_fn(position, data))`` with unit mass
+    (``blackjax.hmc``'s transition, with this package's step counter, divergence flag and
+    acceptance count): a proposal is ``n_leapfrog`` leapfrog steps of size
+    ``sqrt(2 step_size) u``, ``u`` uniform in ``[0.8, 1.2]`` per proposal, accepted by
+    Metropolis-Hastings, so the target is exact at any step size.
+
+    Args:
+        potential_fn: ``U(position, data)``, a float scalar ``()``.
+        N: The factor ``N`` of the target ``exp(-N U)``.
+        n_leapfrog: Leapfrog steps per proposal (``>= 1``; 1 is MALA's proposal).
+
+    Returns:
+        A :class:`MALA` ``(init, step, refresh)`` whose step takes ``n_leapfrog`` gradients.
+
+    Raises:
+        ValueError: naming ``n_leapfrog``.
+    """
+    checks.integer("n_leapfrog", n_leapfrog, 1)
+    transition = blackjax.hmc.build_kernel()
+    base = mala(potential_fn, N)
+
+    def step(key, state: MALAState, data, step_size) -> MALAState:
+        k_move, k_jitter = jax.random.split(key)
+        h = jnp.sqrt(2.0 * step_size) * jax.random.uniform(k_jitter, (), minval=0.8, maxval=1.2)
+        inner = _HMCInner(state.position, state.logdensity, state.logdensity_grad)  # pyright: ignore[reportArgumentType]
+        unit_mass = jnp.ones_like(ravel_pytree(state.position)[0])
+        new, info = transition(k_move, inner, _logdensity(potential_fn, N, data), h, unit_mass, n_leapfrog)
+        return _advanced(state, new, info.is_accepted)
+
+    return MALA(base.init, step, base.refresh)
+
+
+def _logdensity(potential_fn, N, data) -> Callable:
+    """``x -> -N U(x, data)``, the log-density blackjax's transitions take."""
+    return lambda x: -N * potential_fn(x, data)
+
+
+def _advanced(state: MALAState, new, is_accepted) -> MALAState:
+    """The state after one Metropolis-adjusted transition to blackjax's ``new`` (position,
+    density, gradient): a non-finite move is refused and flags the chain (:func:`guard`)."""
+    moved = (new.position, new.logdensity, new.logdensity_grad)
+    (x, lp, g), diverged = guard(
+        state.diverged, all_finite(moved), moved, (state.position, state.logdensity, state.logdensity_grad)
+    )
+    took = is_accepted & ~diverged
+    return MALAState(x, lp, g, state.step + 1, diverged, state.accepted + took.astype(jnp.int32))
