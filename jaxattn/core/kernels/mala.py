@@ -1,7 +1,7 @@
 """The Metropolis-adjusted kernels, MALA (``blackjax.mala``) and HMC (``blackjax.hmc``), as
 ``(init, step, refresh)`` kernels over explicit state, beside :mod:`jaxattn.core.kernels.sgld`.
 
-Target ``p(theta) ~ exp(-N U(theta, data))``. A step proposes SGLD's Euler step
+Target ``p(theta) ~ exp(-N U(theta, data))``. A MALA step proposes SGLD's Euler step
 
     theta' = theta - eps N dU/dtheta + sqrt(2 eps) xi,     xi ~ N(0, I),
 
@@ -14,9 +14,10 @@ density is rejected; a chain that starts non-finite is flagged ``diverged`` and 
 
 HMC (:func:`hmc`) makes ``n_leapfrog`` leapfrog steps of size ``h = sqrt(2 eps)`` per proposal
 (with unit mass, one leapfrog step of that size is MALA's proposal, so ``eps`` means the same
-for both), its length jittered by a uniform factor in ``[0.8, 1.2]`` per proposal so that no
-mode of the target resonates with a fixed trajectory; a proposal costs ``n_leapfrog``
-gradients and moves ballistically, ``n_leapfrog h`` in time, where Langevin steps diffuse.
+for both), the step jittered by a uniform factor in ``[0.8, 1.2]`` per proposal (the usual guard
+against a fixed trajectory that returns near its start along some direction); a proposal costs
+``n_leapfrog`` gradients and moves ballistically, ``n_leapfrog h`` in time, where Langevin steps
+diffuse. It caches and refreshes the same state as MALA.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from jaxattn.core.divergence import all_finite, guard
 
 
 class MALAState(NamedTuple):
-    """The state of one MALA chain.
+    """The state of one MALA or HMC chain.
 
     Attributes:
         position: The chain's position ``theta`` (a pytree).
