@@ -31,8 +31,8 @@ co-occurrence counts): the full run also times one short profile at ``P = 340`` 
 row's settings, each with 4 ladders of 800 draws, so that each ``P*`` has a standard error near
 0.1 and a step's bias shows against the exact kernels.
 
-Run:  python benchmarks/copy_landscape_speed.py [--json]      (about 6 minutes on 2 cores)
-      python benchmarks/copy_landscape_speed.py --kernels     (about 8 minutes on 2 cores)
+Run:  python benchmarks/copy_landscape_speed.py [--json]      (about 5 minutes on 2 cores)
+      python benchmarks/copy_landscape_speed.py --kernels     (about 9 minutes on 2 cores)
       python benchmarks/copy_landscape_speed.py --quick       (a smoke test: L = 24, short chains,
                                                               the old scheme at two P)
 """
