@@ -437,12 +437,17 @@ def run_sweep(
 
 def _leave_together(out: str, since: float, timeout: float, poll: float) -> None:
     """Under ``jax.distributed``, process 0 hosts the coordination service, and a process that is
-    still disconnecting when it exits is killed by JAX: process 0 waits (through the store, not
-    a collective, which a dead process would hang) until the others have said they are done, or
-    ``timeout`` seconds (a process that died says nothing)."""
-    store.log_event(out, event="end", process=jax.process_index())
-    if jax.process_index() != 0:
+    still disconnecting when process 0 exits is killed by JAX. So every other process disconnects
+    first (``jax.distributed.shutdown``: after a distributed sweep only process 0 is still in the
+    service) and then says it is done, and process 0 waits (through the store, not a collective,
+    which a dead process would hang) until the others have said so, or ``timeout`` seconds (a
+    process that died says nothing)."""
+    me = jax.process_index()
+    if me != 0:
+        jax.distributed.shutdown()
+        store.log_event(out, event="end", process=me)
         return
+    store.log_event(out, event="end", process=me)
     deadline = time.time() + timeout
     others = set(range(1, jax.process_count()))
     while time.time() < deadline:
