@@ -304,8 +304,10 @@ def run_sweep(
     (a shared file system): each claims a chunk (:mod:`jaxattn.engine._claims`), computes it,
     writes it and takes the next, until every chunk is finished; claims of dead workers are
     taken over. ``worker = (I, N)`` only sets which chunks this process tries first (``I``, ``I +
-    N``, ...); under ``jax.distributed`` it defaults to ``(process_index, process_count)``, and
-    process 0 writes the plan before the others read it. ``reclaim`` takes over every claim that
+    N``, ...); under ``jax.distributed`` it defaults to ``(process_index, process_count)``,
+    process 0 writes the plan before the others read it, and at the end every process but 0
+    leaves the distributed service (``jax.distributed.shutdown``) before process 0, which hosts
+    it, returns. ``reclaim`` takes over every claim that
     exists when this call starts (after a crash); ``claim_timeout`` is the heartbeat age after
     which a claim of another host is dead. Finished chunks are skipped, chunks that failed before
     this call are retried, ``max_chunks`` stops after computing that many. A finished chunk whose
