@@ -10,9 +10,9 @@ one process:
                 scan starting at the theory's ``P*`` alone, each ``P``'s draws reweighted to
                 ``P +- 12``, stopping as soon as one curve crosses zero;
   hmc           the same scan with HMC in the windows (``kernel="hmc"``, 4 leapfrog steps a
-                step, exact): 250 burn-in steps, 200 draws every 3 steps, swaps every 2 steps
-                (about 1.3x the gradients of the SGLD chains: 3400 in the steps and one per
-                window at each swap round, which refreshes the moved replicas' densities).
+                step at step 0.04, exact): 100 burn-in steps, 200 draws every 3 steps, swaps
+                every 2 steps (3150 gradients a chain against SGLD's 3000: 2800 in the steps and
+                one per window at each swap round, which refreshes the moved replicas' densities).
 
 The SGLD chains run 1000 burn-in steps and 200 draws every 10 steps. Per scheme: the wall time of the
 scan (the first scheme's compiles and theory included: the second finds the theory's caches warm,
@@ -23,8 +23,9 @@ error), and the effective samples of the windows' coordinate per second per wind
 window's effective sample size over its chains, summed over the scan's ``P``, averaged over
 windows). ``speedup`` is the ratio of the times at equal error of the independent scheme and the
 fastest new one (``hmc``; ``p_star_new`` is its ``P*``), ``speedup_exchange`` that of today's
-default, ``wall_time_ratio`` of the wall times (independent over ``hmc``). A step's cost does not grow with ``P`` (the action sees the data through the token
-co-occurrence counts): the full run also times one short profile at ``P = 340`` and at ``3400``.
+default, ``wall_time_ratio`` of the wall times (independent over ``hmc``). A step's cost does not
+grow with ``P`` (the action sees the data through the token co-occurrence counts): the full run
+also times one short profile at ``P = 340`` and at ``3400``.
 
 ``--kernels`` instead compares the windows' kernels on long runs at ``P = 330`` (the scan's one
 ``P``): SGLD at steps 0.025, 0.05 (the default) and 0.1, MALA at 0.1 and HMC at the ``hmc``
