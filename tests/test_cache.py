@@ -80,3 +80,70 @@ def test_program_key_changes_with_what_changes_the_program(monkeypatch):
 def test_cache_off_by_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("JAXATTN_NO_CACHE", "1")
     assert cache.enable(str(tmp_path)) is None
+
+
+PLANT = textwrap.dedent("""
+    import json, sys
+    import jax
+    import numpy as np
+    from jaxattn import engine, slm
+    from jaxattn.engine import Grid, _compute, cache
+    exp = slm.SLM_SGD
+    config = slm.SLMConfig(D=24, t_max=0.5, n_records=2, n_test=16)
+    grid = Grid.from_values(exp.axis, dict(seed=[0, 1], H=[1, 2]))
+    reference = engine.run(exp, config, grid)["M"].values  # the caches off: plainly jitted
+    assert cache.enable(sys.argv[1]) is not None
+    # a first run keeps this machine's programs; note the key, inputs and tree of each
+    built, build = [], _compute.Programs._build
+    def record(self, name, args, leaves, tdef, sig):
+        key = cache.fingerprint(self.experiment, self.static, name, sig, "cpu", False)
+        shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
+        built.append((self, name, shapes, tdef, key))
+        return build(self, name, args, leaves, tdef, sig)
+    _compute.Programs._build = record
+    engine.clear_caches()
+    engine.run(exp, config, grid)
+    _compute.Programs._build = build
+    # plant, under each of those keys, the same program exported for a CUDA GPU
+    for progs, name, shapes, tdef, key in built:
+        def flat(*lv, progs=progs, name=name, tdef=tdef):
+            return jax.tree_util.tree_leaves(progs.fns[name](*jax.tree_util.tree_unflatten(tdef, lv)))
+        out_def = jax.tree_util.tree_structure(jax.eval_shape(
+            lambda *lv: progs.fns[name](*jax.tree_util.tree_unflatten(tdef, lv)), *shapes))
+        cache.save_program(key, jax.export.export(jax.jit(flat), platforms=["cuda"])(*shapes), out_def)
+        assert cache.load_program(key)[0].platforms == ("cuda",)
+    engine.clear_caches()
+    again = engine.run(exp, config, grid)["M"].values
+    np.testing.assert_array_equal(again, reference)
+    print(json.dumps({"planted": len(built),
+                      "replaced": [cache.load_program(k)[0].platforms for *_, k in built]}))
+""")
+
+
+def test_a_program_stored_for_another_platform_is_exported_again_and_replaced(tmp_path):
+    """A stored program that cannot run here (exported for CUDA, read on a CPU) is traced and
+    exported again, replaces the stored one, and gives the bits of a run with the caches off."""
+    env = {k: v for k, v in os.environ.items() if k != "JAXATTN_NO_CACHE"}
+    r = subprocess.run([sys.executable, "-c", PLANT, str(tmp_path / "cache")], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["planted"] == 3 and out["replaced"] == [["cpu"]] * 3, out  # init, step and finish
+
+
+def test_the_platform_key_is_the_one_jax_lowers_for():
+    import jax
+
+    from jaxattn.core.devices import lowering_platform
+
+    assert lowering_platform() == jax.export.default_export_platform()
+
+    class Client:
+        platform_version = "PJRT C API\ncuda 13000"
+
+    class GPU:
+        platform, client = "gpu", Client()
+
+    assert lowering_platform(GPU()) == "cuda"  # a GPU device says "gpu"; exports say "cuda"
+    Client.platform_version = "PJRT C API\nrocm 6.3"
+    assert lowering_platform(GPU()) == "rocm"

@@ -13,6 +13,7 @@ import textwrap
 import time
 
 import equinox as eqx
+import jax
 import numpy as np
 import pytest
 
@@ -149,6 +150,40 @@ def test_online_sgd_default_block_follows_the_tokens_and_the_streams(tmp_path):
     assert man["block"] == 2 and engine.sweep_plan(big).block == 32
     assert engine.sweep_plan(big, out).block == 2  # the store's block, so extending it is allowed
     assert open_store(big, engine.sweep_plan(big, out), out, 1, extend=True)["block"] == 2
+
+
+class _Accelerator:
+    """A device as the engine sees it (its platform and memory), for the block rule on a CPU."""
+
+    platform = "gpu"
+
+    def __init__(self, limit):
+        self.limit = limit
+
+    def memory_stats(self):
+        return {"bytes_limit": self.limit}
+
+
+def test_accelerators_take_the_whole_grid_in_one_block_as_far_as_memory_holds():
+    """On accelerators the default block is every stream of the grid, split evenly over the
+    devices, unless a chunk of that size (4x the bytes per point: the workspace) exceeds the
+    memory budget, a quarter of the devices' memory by default; the CPU keeps its rule."""
+    from jaxattn.engine._plan import default_block, default_memory_budget
+
+    exp = engine.get("slm_sgd")
+    plan = engine.make_plan(exp, SLMConfig(D=1000), _grid("slm_sgd", dict(seed=list(range(4096)), L=8)))
+    per_point = 4 * exp.bytes_per_point(plan.static)
+    big = [_Accelerator(141 * 10**9)]
+    assert default_memory_budget(big) == 141 * 10**9 // 4
+    assert default_block(plan, 4096, 1, big) == 4096  # 4096 x 448 kB fit in 35 GB
+    assert default_block(plan, 4096, 1, big * 4) == 1024  # four devices, a quarter each
+    assert default_block(plan, 4096, 1, big, budget=1000 * per_point) == 1000  # the budget binds
+    assert default_block(plan, 4096, 3, big, budget=1000 * per_point) == 333  # 3 points a stream
+    assert default_block(plan, 4096, 1, big, budget=per_point // 2) == 1  # never below one stream
+    assert default_block(plan, 4096, 1, jax.devices("cpu")) == 8  # the CPU's measured rule
+    copy = engine.get("copy_theory")
+    cplan = engine.make_plan(copy, CopyTheoryConfig(), _grid("copy_theory", dict(P=[10.0, 20.0, 30.0])))
+    assert default_block(cplan, 3, 1, big) == 3 and default_block(cplan, 3, 1, jax.devices("cpu")) == copy.block
 
 
 @pytest.mark.slow  # 23 s

@@ -32,14 +32,18 @@ def test_a_dataset_records_code_libraries_machine_and_precision():
     assert p["jaxattn"] == __version__ and p["git_commit"] == _head() and isinstance(p["git_dirty"], bool)
     assert p["libraries"]["jax"] == jax.__version__ and p["libraries"]["optax"] == optax.__version__
     assert p["libraries"]["diffrax"] == diffrax.__version__ and "blackjax" in p["libraries"]
-    assert p["backend"] == jax.default_backend() == "cpu" and p["device_kind"] == jax.devices()[0].device_kind
+    # the machine it ran on, whatever the backend (a GPU or TPU run records its own)
+    assert p["backend"] == jax.default_backend() and p["device_kind"] == jax.devices()[0].device_kind
+    assert p["n_devices"] == jax.device_count() and p["n_processes"] == jax.process_count()
     assert p["x64"] is False  # online SGD runs in float32
+    assert p["matmul_precision"] == "highest"  # its products at full precision, by default
     from jaxattn.engine._compute import dataset_attrs
     from jaxattn.engine._plan import make_plan
 
     plan = make_plan(slm.SLM_ODE, slm.SLMODEConfig(D=16, t_max=0.2, n_records=2, n_bank=16),
                      Grid.from_values(slm.SLM_ODE.axis, {"seed": [0]}))
-    assert provenance.of(dataset_attrs(plan))["x64"] is True  # the theory turns float64 on itself
+    theory = provenance.of(dataset_attrs(plan))
+    assert theory["x64"] is True and theory["matmul_precision"] == "highest"  # the theory turns both on itself
 
 
 @pytest.mark.slow  # four subprocesses (~40 s)
@@ -58,7 +62,7 @@ def test_info_of_a_saved_dataset_and_of_a_store(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"jaxattn {__version__}  commit {_head()[:12]}" in r.stdout
-    assert "command: jaxattn sweep run" in r.stdout and "x64: False" in r.stdout
+    assert "command: jaxattn sweep run" in r.stdout and "x64: False  matmul_precision: highest" in r.stdout
     loaded = engine.load_store(str(tmp_path / "st"))
     assert provenance.of(loaded.attrs)["command"].startswith("jaxattn sweep run")
     v = subprocess.run([sys.executable, "-m", "jaxattn", "--version"], env=ENV, capture_output=True, text=True)

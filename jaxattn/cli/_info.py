@@ -57,7 +57,8 @@ def read_info(path: str) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print it as one JSON object.")
 def info(path, as_json):
     """Where the result at PATH (a dataset file or a sweep store) came from: package version, git
-    commit and dirty flag, library versions, backend, device kind, precision and command."""
+    commit and dirty flag, library versions, backend, device kind, precision (x64, and that of
+    matrix products) and command."""
     got = read_info(path)
     if as_json:
         click.echo(json.dumps(got))
@@ -80,7 +81,7 @@ def info(path, as_json):
     click.echo(f"libraries: {libs}")
     click.echo(
         f"backend: {p['backend']} ({p['device_kind']}, {p['n_devices']} devices, {p['n_processes']} processes)"
-        f"  x64: {p['x64']}"
+        f"  x64: {p['x64']}" + (f"  matmul_precision: {p['matmul_precision']}" if "matmul_precision" in p else "")
     )
     click.echo(f"command: {p['command']}")
     if got.get("workers"):

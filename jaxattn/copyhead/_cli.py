@@ -27,9 +27,10 @@ from jaxattn.copyhead._config import (
 )
 from jaxattn.copyhead.network import ATTENTIONS, LINEAR_NORMS, CopyArch
 from jaxattn.core.checks import plain
+from jaxattn.core.precision import MATMUL_PRECISIONS
 
 HEADLINE = ("prev_weight", "a1", "aG", "U", "train_error", "test_error")
-CHOICES = {"attention": ATTENTIONS, "linear_norm": LINEAR_NORMS}
+CHOICES = {"attention": ATTENTIONS, "linear_norm": LINEAR_NORMS, "matmul_precision": MATMUL_PRECISIONS}
 
 
 def _scalar_or_list(x, cast: Callable[[Any], Any] = float):

@@ -20,6 +20,7 @@ from jax.typing import ArrayLike
 
 from jaxattn.copyhead import network
 from jaxattn.core import checks
+from jaxattn.core.precision import MATMUL_PRECISION_HELP, check_matmul
 
 
 def _h(text: str, **more) -> dict:
@@ -39,6 +40,10 @@ class CopyData(network.CopyArch):
         basin_threshold: previous-token weight above which a run is in the copy basin (default
             ``(ln L)^{1/4} / L^{3/4}``, the geometric middle of the uniform weight ``1/L`` and the
             softmax copy minimum ``~ sqrt(ln L / L)`` of Spec B, section 3; 0.10 at ``L = 32``).
+        matmul_precision: the precision of the simulation's matrix products
+            (:data:`~jaxattn.core.precision.MATMUL_PRECISIONS`): ``"highest"`` (the default: full
+            float32 on every device), or ``"high"`` / ``"default"`` (TF32 on NVIDIA GPUs,
+            bfloat16 passes on TPUs; the same numbers on a CPU).
     """
 
     n_test: int = field(default=2000, metadata=_h("Fresh test sequences."))
@@ -47,6 +52,7 @@ class CopyData(network.CopyArch):
     basin_threshold: float | None = field(
         default=None, metadata=_h("Previous-token weight above which a run is in the copy basin.")
     )
+    matmul_precision: str = field(default="highest", metadata=_h(MATMUL_PRECISION_HELP))
 
     @property
     def c_copy(self) -> float:
@@ -72,6 +78,7 @@ class CopyData(network.CopyArch):
             checks.as_array("copy_strength", self.copy_strength, ndim=0)
         if self.basin_threshold is not None:
             checks.positive("basin_threshold", self.basin_threshold)
+        check_matmul(self.matmul_precision)
         return self
 
 
@@ -254,6 +261,8 @@ class CopyLandscapeConfig(network.CopyArch):
             ``P + d`` for ``|d| <= reweight_span`` (the first ``P + d`` sequences), so that one
             ``P``'s draws give the posterior at its neighbours by reweighting (0: none).
         chain_seed: seed of the chains (window ``k``'s chain ``c``: ``fold_in(fold_in(key, k), c)``).
+        matmul_precision: the precision of the samplers' matrix products, as
+            :class:`CopyData`'s.
     """
 
     n_windows: int = field(default=64, metadata=_h("Umbrella windows per P."))
@@ -271,6 +280,7 @@ class CopyLandscapeConfig(network.CopyArch):
     swap_every: int = field(default=10, metadata=_h("Kernel steps between rounds of replica exchange."))
     reweight_span: int = field(default=0, metadata=_h("Record the action at P + d, |d| <= this, for reweighting."))
     chain_seed: int = field(default=0, metadata=_h("Seed of the chains."))
+    matmul_precision: str = field(default="highest", metadata=_h(MATMUL_PRECISION_HELP))
 
     def validate(self) -> CopyLandscapeConfig:
         super().validate()
@@ -292,6 +302,7 @@ class CopyLandscapeConfig(network.CopyArch):
         checks.integer("swap_every", self.swap_every, 1)
         checks.integer("reweight_span", self.reweight_span, 0)
         checks.integer("chain_seed", self.chain_seed, 0)
+        check_matmul(self.matmul_precision)
         return self
 
     @property

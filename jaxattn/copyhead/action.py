@@ -39,7 +39,7 @@ from jax.typing import DTypeLike
 from jaxtyping import Array, Float
 
 from jaxattn.copyhead import network, task
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.core.checks import plain
 
 
@@ -131,6 +131,7 @@ def attention_stats(A: Float[Array, "L L"], cyclic: bool = True) -> ActionStats:
     )
 
 
+@precision.matmul("highest", unless_set=True)
 def exact_action(
     G: Float[Array, "L L"], st: network.CopyStats, arch: network.CopyArch, N: float = 1.0
 ) -> Float[Array, ""]:

@@ -9,49 +9,52 @@ over ``P`` pads every data set to its largest ``P`` and masks the rest (:func:`m
 from __future__ import annotations
 
 import jax
-from jaxtyping import Array, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, PRNGKeyArray
 
 from jaxattn.copyhead import network, task
 from jaxattn.copyhead._config import CopyData
+from jaxattn.core import keys
 from jaxattn.core.attention import prefix_mask
 
 
-def data_key(seed: int) -> PRNGKeyArray:
-    """The PRNG key of the data set of ``seed`` (``fold_in(key(seed), 1)``).
+def data_key(seed: ArrayLike) -> PRNGKeyArray:
+    """The PRNG keys of the data sets of ``seed`` (``fold_in(key(seed), 1)``; any shape, all at
+    once: :func:`jaxattn.core.keys.derive`).
 
     Args:
-        seed: the data seed.
+        seed: the data seeds (a scalar or an array).
 
     Returns:
-        A typed PRNG key; sequence ``i`` is drawn from ``fold_in`` of it and ``i``
-            (:func:`jaxattn.copyhead.task.tokens`).
+        Typed PRNG keys of the shape of ``seed``; sequence ``i`` is drawn from ``fold_in`` of
+            one and ``i`` (:func:`jaxattn.copyhead.task.tokens`).
     """
-    return jax.random.fold_in(jax.random.key(seed), 1)
+    return keys.derive(seed, 1)
 
 
-def init_key(seed: int) -> PRNGKeyArray:
-    """The PRNG key of the random start of ``seed`` (``fold_in(key(seed), 0)``).
+def init_key(seed: ArrayLike) -> PRNGKeyArray:
+    """The PRNG keys of the random starts of ``seed`` (``fold_in(key(seed), 0)``).
 
     Args:
-        seed: the run's seed.
+        seed: the runs' seeds (a scalar or an array).
 
     Returns:
-        A typed PRNG key.
+        Typed PRNG keys of the shape of ``seed``.
     """
-    return jax.random.fold_in(jax.random.key(seed), 0)
+    return keys.derive(seed, 0)
 
 
-def chain_key(chain_seed: int, chain: int) -> PRNGKeyArray:
-    """The PRNG key of the noise of SGLD chain ``chain`` (``fold_in(fold_in(key(chain_seed), 2), chain)``).
+def chain_key(chain_seed: int, chain: ArrayLike) -> PRNGKeyArray:
+    """The PRNG keys of the noise of SGLD chains ``chain`` (``fold_in(fold_in(key(chain_seed), 2),
+    chain)``).
 
     Args:
         chain_seed: seed of the chains' noise.
-        chain: index of the chain.
+        chain: indices of the chains (a scalar or an array).
 
     Returns:
-        A typed PRNG key.
+        Typed PRNG keys of the shape of ``chain``.
     """
-    return jax.random.fold_in(jax.random.fold_in(jax.random.key(chain_seed), 2), chain)
+    return keys.derive(chain_seed, 2, chain)
 
 
 def test_stats(config: CopyData) -> network.CopyStats:

@@ -24,7 +24,7 @@ from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
 from jaxattn.copyhead import task
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.core.attention import attention_weights
 
 ATTENTIONS = ("softmax", "linear")
@@ -137,6 +137,7 @@ def attention(G: Float[Array, "L L"], arch: CopyArch) -> Float[Array, "L L"]:
     return attention_weights(G, None, arch.attention, aggregation="sum")
 
 
+@precision.matmul("highest", unless_set=True)
 def predict(params: CopyParams, X: Float[Array, "L V"], arch: CopyArch) -> Float[Array, "L V"]:
     """``f_l = W sum_m A_{l,m} x_m`` for one sequence (Spec B, section 2).
 
@@ -151,6 +152,7 @@ def predict(params: CopyParams, X: Float[Array, "L V"], arch: CopyArch) -> Float
     return attention(params.G, arch) @ X @ params.W.T
 
 
+@precision.matmul("highest", unless_set=True)
 def moments(
     A: Float[Array, "L L"], K: Float[Array, "L L V V"], arch: CopyArch
 ) -> tuple[Float[Array, "V V"], Float[Array, "V V"]]:
@@ -190,6 +192,7 @@ def n_loss_positions(arch: CopyArch) -> int:
     return arch.L if arch.cyclic else arch.L - 1
 
 
+@precision.matmul("highest", unless_set=True)
 def data_term(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]:
     """``sum_{mu, l} |f_l - y_l|^2 = tr(W C W^T) - 2 tr(W B) + |Y|^2`` (exact for one-hot data),
     summed over the samples and loss positions.
@@ -208,6 +211,7 @@ def data_term(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array,
     return jnp.sum((W @ C) * W) - 2.0 * jnp.sum(W * B.T) + st.n * n_loss_positions(arch)
 
 
+@precision.matmul("highest", unless_set=True)
 def loss(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]:
     """``U`` of Spec B, section 2 (data term plus the Gaussian priors of ``W`` and ``G``).
 
@@ -223,6 +227,7 @@ def loss(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]:
     return arch.beta / (2 * arch.L) * data_term(params, st, arch) + prior
 
 
+@precision.matmul("highest", unless_set=True)
 def error(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]:
     """Mean squared error ``|f_l - y_l|^2`` per sample and loss position.
 
@@ -238,6 +243,7 @@ def error(params: CopyParams, st: CopyStats, arch: CopyArch) -> Float[Array, ""]
     return sq / (jnp.maximum(st.n, 1.0) * n_loss_positions(arch))
 
 
+@precision.matmul("highest", unless_set=True)
 def optimal_readout(
     A: Float[Array, "L L"], st: CopyStats, arch: CopyArch, omega: float | None = None
 ) -> Float[Array, "V V"]:

@@ -21,6 +21,8 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxattn.core import precision
+
 
 def tokens(key: PRNGKeyArray, n: int, L: int, V: int) -> Int[Array, "n L"]:
     """``n`` sequences of ``L`` uniform tokens; sequence ``i`` comes from ``fold_in(key, i)``.
@@ -99,6 +101,7 @@ def shift_matrix(L: int, cyclic: bool = True, dtype: DTypeLike = jnp.float32) ->
     return S if cyclic else S.at[0, L - 1].set(0.0)
 
 
+@precision.matmul("highest", unless_set=True)
 def cooccurrence(X: Float[Array, "n L V"], sample_mask: Bool[Array, " n"] | None = None) -> Float[Array, "L L V V"]:
     """``K[m, m', v, v'] = sum_mu mask_mu x^mu_{m,v} x^mu_{m',v'}`` over the real samples.
 

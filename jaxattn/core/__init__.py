@@ -3,4 +3,5 @@
 (:mod:`~jaxattn.core.devices`), divergence flags (:mod:`~jaxattn.core.divergence`), generic
 ``(init, step)`` kernels (:mod:`~jaxattn.core.kernels`: full-batch optax, SGLD), sampler
 diagnostics (:mod:`~jaxattn.core.diagnostics`), umbrella sampling with MBAR
-(:mod:`~jaxattn.core.umbrella`) and precision (:mod:`~jaxattn.core.precision`)."""
+(:mod:`~jaxattn.core.umbrella`), PRNG keys from values (:mod:`~jaxattn.core.keys`) and precision
+(:mod:`~jaxattn.core.precision`)."""

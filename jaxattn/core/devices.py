@@ -37,6 +37,25 @@ def use_cpu_cores(n: int | None = None) -> bool:
     return True
 
 
+def lowering_platform(device=None) -> str:
+    """The platform JAX lowers programs for on ``device``: ``"cpu"``, ``"cuda"``, ``"rocm"`` or
+    ``"tpu"``. A GPU's ``device.platform`` says ``"gpu"`` for both CUDA and ROCm; an exported
+    program names the concrete one, and refuses to run under the alias.
+
+    Args:
+        device (jax.Device | None): The device; ``None`` means ``jax.devices()[0]``.
+
+    Returns:
+        The concrete platform name.
+    """
+    device = jax.devices()[0] if device is None else device
+    platform = device.platform
+    if platform != "gpu":
+        return platform
+    version = str(getattr(device.client, "platform_version", "")).lower()
+    return "rocm" if "rocm" in version or "hip" in version else "cuda"
+
+
 def backends_started() -> bool:
     """Whether JAX has started its backends (after which the device count is fixed).
 

@@ -17,7 +17,7 @@ from jaxattn.engine import cache, config, provenance, store
 from jaxattn.engine._axes import Axis, Dim, Grid, choice_axis, float_axis, int_axis
 from jaxattn.engine._compute import clear_caches, run
 from jaxattn.engine._experiment import Experiment, Layout, OneShot, over_groups, segments, stream_values
-from jaxattn.engine._plan import GridError, Plan, make_plan
+from jaxattn.engine._plan import GridError, Plan, default_block, default_memory_budget, make_plan
 from jaxattn.engine._registry import get, names, register
 from jaxattn.engine._status import status
 from jaxattn.engine._sweep import Report, SweepChanged, run_sweep, sweep_plan
@@ -43,6 +43,8 @@ __all__ = [
     "choice_axis",
     "clear_caches",
     "config",
+    "default_block",
+    "default_memory_budget",
     "dumps",
     "float_axis",
     "get",

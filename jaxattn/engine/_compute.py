@@ -1,21 +1,28 @@
 """The one grid engine: an experiment, its config and a grid in; an ``xarray.Dataset`` out.
 
-:func:`run` is the only way a grid is computed, from Python (``jaxattn.train`` and the other
+:func:`run` is the only way a grid is computed, from Python (``jaxattn.slm.train`` and the other
 model APIs), from the command line and from a sweep file (:func:`run_sweep`, which writes chunk by
 chunk into a resumable store, :mod:`jaxattn.engine.store`). The steps:
 
 1. **Plan.** The grid's points are grouped into *streams*: points equal in every axis the
    experiment does not declare shared. A stream is laid out as ``G`` groups of ``M`` members
    (padded by repeating a real member), ``S`` streams make a block, and whole streams make a
-   chunk (sized from ``chunk_size`` points or a memory budget).
-2. **Compile once.** Three programs per run (:meth:`Experiment.init`, ``step`` and ``finish``,
+   chunk (sized from ``chunk_size`` points or a memory budget). The block is the experiment's
+   rule on a CPU and the whole grid on accelerators, as far as the budget holds
+   (:func:`~jaxattn.engine.default_block`).
+2. **Inputs.** The chunk's per-point inputs come from :meth:`Experiment.params` on the columns
+   of its points, all points at once (keys from one compiled program,
+   :func:`jaxattn.core.keys.derive`): a run's dispatches and compiles do not grow with its
+   points (``tests/test_fixed_costs.py``).
+3. **Compile once.** Three programs per run (:meth:`Experiment.init`, ``step`` and ``finish``,
    each looping over the device's blocks), compiled for the shapes of a block, which do not
    depend on the grid: a sweep traces each once, whatever its number of points or chunks. The
    persistent compilation cache (:mod:`jaxattn.engine.cache`) remembers them across processes.
-3. **Dispatch.** A chunk's blocks are split over a 1-D mesh of the devices
-   (``jax.shard_map``); every device loops over its own blocks. The experiment's ``step`` is
-   called ``segments`` times from Python, which drives the progress bar.
-4. **Assemble.** The real points' outputs are taken from their slots and laid out over the
+4. **Dispatch.** A chunk's blocks are split into one share per device, and each share runs the
+   unpartitioned single-device program in a thread of its own (:class:`Programs` says why). The
+   experiment's ``step`` is called ``segments`` times from Python, which drives the progress
+   bar.
+5. **Assemble.** The real points' outputs are taken from their slots and laid out over the
    grid's dimensions (or written as one chunk file with a ``point`` dimension).
 
 A point's numbers depend only on its own values and the block shape ``(S, M)``: the same bits
@@ -37,7 +44,7 @@ import xarray as xr
 from jaxattn.engine import config as cfgs
 from jaxattn.engine._axes import Grid
 from jaxattn.engine._experiment import Experiment, loop_over
-from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, make_plan
+from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, default_memory_budget, make_plan
 
 # --- the compiled programs -----------------------------------------------------------------------
 
@@ -62,25 +69,39 @@ class Programs:
         experiment: The experiment.
         static: Its ``static`` from :meth:`Experiment.setup`.
 
+    Each program is traced at the run's precision of matrix products
+    (:meth:`Experiment.static_matmul_precision`, a part of ``static``).
+
     Attributes:
         experiment: The experiment.
         static: Its ``static``.
+        matmul_precision: The precision every program is traced at (``"highest"``, ``"high"``,
+            ``"default"``).
         fns: ``"init"``, ``"step"``, ``"finish"`` -> the per-device loop over blocks.
         donate: Program name -> index of the argument whose buffers are donated.
     """
 
     def __init__(self, experiment: Experiment, static):
+        from jaxattn.core.precision import matmul
+
         e = experiment
         self.experiment, self.static = experiment, static
+        self.matmul_precision = e.static_matmul_precision(static)
+        mm = self.matmul_precision  # part of static, so of this object's cache key and the export's
 
+        # each program is traced inside the precision block: every dot_general it holds carries
+        # the run's precision, whatever the caller's (or JAX's global) setting
         def init(shared, params, nb, ng):
-            return loop_over(lambda p: e.init(static, shared, p, ng), nb, 0, params)
+            with matmul(mm):
+                return loop_over(lambda p: e.init(static, shared, p, ng), nb, 0, params)
 
         def step(shared, params, state, k, nb, ng):
-            return loop_over(lambda p, s: e.step(static, shared, p, s, k, ng), nb, 0, params, state)
+            with matmul(mm):
+                return loop_over(lambda p, s: e.step(static, shared, p, s, k, ng), nb, 0, params, state)
 
         def finish(shared, params, state, nb, ng):
-            return loop_over(lambda p, s: e.finish(static, shared, p, s, ng), nb, 0, params, state)
+            with matmul(mm):
+                return loop_over(lambda p, s: e.finish(static, shared, p, s, ng), nb, 0, params, state)
 
         self.fns = {"init": init, "step": step, "finish": finish}
         self.donate = {"step": 2}  # step's state is consumed: its buffers are reused
@@ -97,10 +118,13 @@ class Programs:
         return jax.tree_util.tree_unflatten(out_def, fn(*leaves))
 
     def _build(self, name, args, leaves, tdef, sig):
-        """Load the exported program, or export it (a trace and a lowering) and keep it."""
+        """Load the exported program, or export it (a trace and a lowering) and keep it. A stored
+        program that cannot run here (exported for another platform, or unreadable by this jax)
+        is exported again and replaced."""
+        from jaxattn.core.devices import lowering_platform
         from jaxattn.engine import cache
 
-        platform = jax.devices()[0].platform if not leaves else next(iter(leaves[0].devices())).platform
+        platform = lowering_platform(next(iter(leaves[0].devices())) if leaves else None)
         x64 = bool(jax.config.jax_enable_x64)  # pyright: ignore[reportAttributeAccessIssue]
         key = cache.fingerprint(self.experiment, self.static, name, sig, platform, x64)
         donate = ()
@@ -114,28 +138,41 @@ class Programs:
             out, box["out"] = jax.tree_util.tree_flatten(self.fns[name](*jax.tree_util.tree_unflatten(tdef, lv)))
             return out
 
-        if cache.program_dir() is None:
-            # nothing is kept: the plain jitted program (an export costs a quarter more compile
-            # time, for nothing; same bits, checked by tests/test_cache.py)
+        def jitted():
             fn = jax.jit(flat, donate_argnums=donate)
             jax.eval_shape(fn, *leaves)
             return fn, box["out"]
+
+        if cache.program_dir() is None:
+            # nothing is kept: the plain jitted program (an export costs a quarter more compile
+            # time, for nothing; same bits, checked by tests/test_cache.py)
+            return jitted()
         got = cache.load_program(key)
-        if got is None:
+        if got is not None:
             try:
-                exported = jax.export.export(jax.jit(flat), platforms=[platform])(*leaves)
-                blob = exported.serialize()
-            except NotImplementedError:
-                # a program with a host callback cannot be exported: it runs jitted, and JAX's
-                # persistent cache leaves it out too; always so for this program, so its bits
-                # do not depend on the caches
-                fn = jax.jit(flat, donate_argnums=donate)
-                jax.eval_shape(fn, *leaves)
-                return fn, box["out"]
-            got = (jax.export.deserialize(blob), box["out"])
-            cache.save_program(key, *got)
-        exported, out_def = got
-        return jax.jit(exported.call, donate_argnums=donate), out_def
+                return _compiled(got[0], donate, leaves), got[1]
+            except Exception:  # noqa: BLE001 - another platform, another jax: exported again, replaced
+                pass
+        try:
+            exported = jax.export.export(jax.jit(flat), platforms=[platform])(*leaves)
+            blob = exported.serialize()
+        except NotImplementedError:
+            # a program with a host callback cannot be exported: it runs jitted, and JAX's
+            # persistent cache leaves it out too; always so for this program, so its bits
+            # do not depend on the caches
+            return jitted()
+        exported, out_def = jax.export.deserialize(blob), box["out"]
+        cache.save_program(key, exported, out_def)
+        return _compiled(exported, donate, leaves), out_def
+
+
+def _compiled(exported, donate: tuple, leaves: list):
+    """An exported program, jitted; lowered once for ``leaves`` first, which raises where it
+    cannot run here (another platform, or a serialization this jax cannot call). The lowering
+    only wraps the stored module: no trace of the experiment, no compile."""
+    fn = jax.jit(exported.call, donate_argnums=donate)
+    fn.lower(*leaves)
+    return fn
 
 
 @functools.lru_cache(maxsize=32)
@@ -165,13 +202,14 @@ class Slots:
     """Where a chunk's points sit among its slots ``(block, S, G, M)``, flattened.
 
     Attributes:
-        slots: The point in each slot (real or repeated), ``n_blocks * S * G * M`` of them.
+        slots: The index (in the chunk's points) of the point in each slot, real or repeated,
+            ``(n_blocks * S * G * M,)``.
         positions: Slot of each real point, in the chunk's point order, ``(n_points,)``.
         n_blocks: The number of blocks.
         groups: Groups per stream slot (``G``).
     """
 
-    slots: list[tuple]  # the point in each slot (real or repeated)
+    slots: np.ndarray  # the point in each slot (real or repeated), by its index in the chunk
     positions: np.ndarray  # slot of each real point, in the chunk's point order
     n_blocks: int
     groups: int
@@ -216,10 +254,10 @@ def layout_chunk(
     n_streams = max(-(-len(real) // unit) * unit, (n_blocks or 0) * plan.block)
     slots, positions = [], np.empty(len(points), np.int64)
     for m in real + [real[-1]] * (n_streams - len(real)):
-        slots += [points[i] for i in m + [m[-1]] * (per_stream - len(m))]
+        slots += m + [m[-1]] * (per_stream - len(m))
     for j, m in enumerate(real):
         positions[m] = j * per_stream + np.arange(len(m))
-    return Slots(slots, positions, n_streams // plan.block, G)
+    return Slots(np.asarray(slots, np.int64), positions, n_streams // plan.block, G)
 
 
 class ProgressBar:
@@ -302,7 +340,8 @@ def compute_chunk(
     per = lay.n_blocks // n_dev
     n_segments = len(e.progress_units(plan.static)[0])
     with jax.enable_x64(plan.x64):
-        params = e.params(plan.static, plan.columns(lay.slots))
+        cols = {k: v[lay.slots] for k, v in plan.columns(points).items()}
+        params = e.params(plan.static, cols)
         params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, G, M) + x.shape[1:]), params)
 
     # XLA's CPU client runs concurrent executions of one device in parallel: on a CPU every share
@@ -398,7 +437,9 @@ def run(
 
     ``fixed`` gives axes that are not grid dimensions a value (default: the axis default);
     ``block`` (streams per block) and ``group`` (members per group) set the block shape
-    (default: the experiment's); ``devices`` defaults to all local devices.
+    (default: the experiment's rule on a CPU, the whole grid on accelerators as far as the
+    memory budget holds: :func:`~jaxattn.engine.default_block`); ``devices`` defaults to
+    all local devices.
 
     Args:
         experiment: The experiment.
@@ -409,7 +450,9 @@ def run(
         block: Streams per block; ``None`` means the experiment's.
         group: Members per group; ``None`` means the experiment's default.
         chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
-        memory_budget: Bytes per chunk; ``None`` means :data:`DEFAULT_MEMORY_BUDGET`.
+        memory_budget: Bytes per chunk; ``None`` means
+            :func:`~jaxattn.engine.default_memory_budget` (2 GB on a CPU, a quarter of the
+            accelerators' memory).
         progress: Show a progress bar.
         **axes: Axis name -> a value or a list of values: the grid, instead of ``grid``.
 
@@ -424,10 +467,13 @@ def run(
         if grid is not None:
             raise ValueError(f"give the grid either as grid= or as axes ({', '.join(axes)}), not both")
         grid = Grid.from_values(experiment.axis, axes)
-    plan = make_plan(experiment, config, grid, fixed=fixed, block=block, group=group)
     devices = tuple(jax.local_devices() if devices is None else devices)
+    budget = default_memory_budget(devices) if memory_budget is None else memory_budget
+    plan = make_plan(
+        experiment, config, grid, fixed=fixed, block=block, group=group, devices=devices, memory_budget=budget
+    )
     points = plan.grid.points()
-    chunks = chunk_streams(plan, points, len(devices), chunk_size, memory_budget)
+    chunks = chunk_streams(plan, points, len(devices), chunk_size, budget)
     groups, n_blocks = chunk_shape(plan, chunks, len(devices))
     t0 = time.perf_counter()
     bar = ProgressBar(plan, len(chunks), progress)
@@ -501,5 +547,5 @@ def dataset_attrs(plan: Plan) -> dict:
         "block": plan.block,
         "group": plan.group,
         **plan.experiment.attrs(plan.config, plan.static),
-        "provenance": provenance.as_attr(plan.x64),
+        "provenance": provenance.as_attr(plan.x64, plan.matmul_precision),
     }

@@ -8,7 +8,8 @@ An :class:`Experiment` declares once what a model is:
   hyper-parameters (points differing only there share one data stream), and defaults;
 - ``setup(config, values)``: a hashable ``static`` (shapes and choices that fix the compiled
   program: shape-changing axes such as ``H``, ``L``, ``P`` enter only through their largest
-  value, smaller ones are masked) and ``shared`` arrays (replicated on every device);
+  value, smaller ones are masked; the precision of matrix products, ``matmul_precision``, where
+  the config chooses it) and ``shared`` arrays (replicated on every device);
 - ``params(static, points)``: the per-point inputs (keys from values, never from positions);
 - ``init``, ``step``, ``finish``: an ``(init, step)`` pair over the explicit state of one
   *block*, and the observables read off the final state. The engine calls ``step`` once per
@@ -93,6 +94,35 @@ class Experiment:
         precision = getattr(config, "precision", None)
         return self.x64 if precision is None else precision == "float64"
 
+    def matmul_precision(self, config) -> str:
+        """The precision of the matrix products of a run of ``config``
+        (:data:`~jaxattn.core.precision.MATMUL_PRECISIONS`): ``"highest"`` for the theory
+        (:attr:`x64`: full precision on every device, always), else the config's
+        ``matmul_precision`` field where it has one (a simulation's choice), else ``"highest"``.
+
+        Args:
+            config: The run's validated config.
+
+        Returns:
+            ``"highest"``, ``"high"`` or ``"default"``.
+        """
+        return "highest" if self.x64 else getattr(config, "matmul_precision", "highest")
+
+    def static_matmul_precision(self, static) -> str:
+        """The precision the programs of ``static`` are traced under (the engine caches programs by
+        ``static``, and keys exported ones by its ``repr``): the ``matmul_precision``
+        attribute of ``static``, which :meth:`setup` gives it where the config chooses one, so
+        that two precisions never share a program; ``"highest"`` where it has none.
+        :func:`~jaxattn.engine.make_plan` checks that it is :meth:`matmul_precision`.
+
+        Args:
+            static: From :meth:`setup`.
+
+        Returns:
+            ``"highest"``, ``"high"`` or ``"default"``.
+        """
+        return getattr(static, "matmul_precision", "highest")
+
     # --- declared ----------------------------------------------------------------------------
     @property
     def axis(self) -> dict[str, Axis]:
@@ -161,15 +191,18 @@ class Experiment:
         """
         raise NotImplementedError
 
-    def params(self, static, points: dict[str, list]) -> PyTree:
-        """Per-point inputs with a leading point axis, from the points' values alone.
+    def params(self, static, points: dict[str, np.ndarray]) -> PyTree:
+        """Per-point inputs with a leading point axis, from the points' values alone, computed
+        for all points at once: numpy on the columns, and keys from
+        :func:`jaxattn.core.keys.derive` (one compiled program). No Python loop over the points
+        and no JAX call per point: a grid's fixed cost must not grow with its size.
 
         Args:
             static: From :meth:`setup`.
-            points: Every axis name -> its value at each point (equal-length lists).
+            points: Every axis name -> its value at each point (1-d numpy arrays of one length).
 
         Returns:
-            A pytree whose leaves are ``(n_points, ...)``.
+            A pytree whose leaves (numpy or JAX arrays) are ``(n_points, ...)``.
         """
         raise NotImplementedError
 

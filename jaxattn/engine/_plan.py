@@ -8,12 +8,15 @@ the chunks that run the plan are in :mod:`jaxattn.engine._compute`.
 
 from __future__ import annotations
 
+import functools
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
 import numpy as np
 
+from jaxattn.core import precision
 from jaxattn.core.checks import plain
 from jaxattn.engine._axes import Grid, check_dims
 from jaxattn.engine._experiment import Experiment
@@ -72,22 +75,28 @@ class Plan:
         return self.experiment.uses_x64(self.config)
 
     @property
+    def matmul_precision(self) -> str:
+        """The precision of the run's matrix products (:meth:`Experiment.matmul_precision`)."""
+        return self.experiment.matmul_precision(self.config)
+
+    @property
     def variables(self) -> list[str]:
         """The grid's variables, in dimension order."""
         return self.grid.variables
 
-    def columns(self, points: list[tuple]) -> dict[str, list]:
-        """Points (tuples over the grid's variables) as one list per axis, every axis.
+    def columns(self, points: list[tuple]) -> dict[str, np.ndarray]:
+        """Points (tuples over the grid's variables) as one array per axis, every axis.
 
         Args:
             points: Points as tuples over :attr:`variables`.
 
         Returns:
-            Every axis name -> its value at each point (fixed axes repeated).
+            Every axis name -> its value at each point, a 1-d numpy array (integers, reals or
+                strings; fixed axes repeated).
         """
-        cols = {v: [p[i] for p in points] for i, v in enumerate(self.variables)}
+        cols = {v: np.asarray([p[i] for p in points]) for i, v in enumerate(self.variables)}
         for name, value in self.fixed.items():
-            cols[name] = [value] * len(points)
+            cols[name] = np.full(len(points), value)
         return cols
 
     def stream_key(self, point: tuple) -> tuple:
@@ -99,8 +108,12 @@ class Plan:
         Returns:
             The point's values of the variables that are not shared axes.
         """
+        return tuple(point[i] for i in self._stream_variables)
+
+    @functools.cached_property
+    def _stream_variables(self) -> tuple[int, ...]:
         shared = self.experiment.shared_axes(self.config)
-        return tuple(x for v, x in zip(self.variables, point) if v not in shared)
+        return tuple(i for i, v in enumerate(self.variables) if v not in shared)
 
 
 def make_plan(
@@ -111,6 +124,8 @@ def make_plan(
     fixed: dict | None = None,
     block: int | None = None,
     group: int | None = None,
+    devices=None,
+    memory_budget: int | None = None,
 ) -> Plan:
     """Validate a run (a :class:`GridError` lists every problem) and set it up.
 
@@ -119,8 +134,13 @@ def make_plan(
         config: Its config; ``None`` means the default ``experiment.config_type()``.
         grid: The grid; ``None`` means no dimensions (one point).
         fixed: Values of axes that are not grid dimensions (others take their defaults).
-        block: Streams per block; ``None`` means :meth:`Experiment.default_block`.
+        block: Streams per block; ``None`` means :func:`default_block` (the experiment's rule
+            on a CPU, the whole grid on accelerators as far as ``memory_budget`` holds).
         group: Members per group; ``None`` means :meth:`Experiment.default_group`.
+        devices (Sequence[jax.Device] | None): The devices the run computes on (the default
+            block follows their kind); ``None`` means ``jax.local_devices()``.
+        memory_budget: Bytes per chunk (the default block on accelerators fits it); ``None``
+            means :func:`default_memory_budget`.
 
     Returns:
         The ``Plan``, with :meth:`Experiment.setup` run.
@@ -163,8 +183,15 @@ def make_plan(
         if a.name not in grid.variables and a.name not in fixed_axes:
             fixed_axes[a.name] = a.default
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
-    with jax.enable_x64(experiment.uses_x64(config)):
+    # the shared data (directions, test sets, banks) at full precision whatever the run's
+    # matmul_precision: a faster mode changes the run, never the problem it is run on
+    with jax.enable_x64(experiment.uses_x64(config)), precision.matmul("highest"):
         static, shared = experiment.setup(config, values)
+    want, got = experiment.matmul_precision(config), experiment.static_matmul_precision(static)
+    if want != got:  # a program traced at one precision must never serve another
+        raise GridError(
+            [f"matmul_precision: {experiment.name}'s setup gives a static at {got!r}, its config asks {want!r}"]
+        )
     plan = Plan(
         experiment,
         config,
@@ -176,9 +203,63 @@ def make_plan(
         shared,
     )
     if block is None:
-        n_streams = len({plan.stream_key(p) for p in grid.points()})
-        plan = replace(plan, block=int(experiment.default_block(config, static, n_streams)))
+        sizes = Counter(plan.stream_key(p) for p in grid.points())
+        plan = replace(plan, block=default_block(plan, len(sizes), max(sizes.values()), devices, memory_budget))
     return plan
+
+
+def default_memory_budget(devices=None) -> int:
+    """Bytes per chunk when the run does not say: :data:`DEFAULT_MEMORY_BUDGET` on a CPU; on
+    accelerators a quarter of their memory (``bytes_limit``, else 2 GB each), so that a chunk,
+    its workspace and XLA's own buffers fit.
+
+    Args:
+        devices (Sequence[jax.Device] | None): The run's devices; ``None`` means
+            ``jax.local_devices()``.
+
+    Returns:
+        The budget in bytes.
+    """
+    devices = list(jax.local_devices() if devices is None else devices)
+    if devices[0].platform == "cpu":
+        return DEFAULT_MEMORY_BUDGET
+    total = 0
+    for d in devices:
+        try:
+            total += int((d.memory_stats() or {}).get("bytes_limit", DEFAULT_MEMORY_BUDGET))
+        except Exception:  # noqa: BLE001 - a backend without memory statistics
+            total += DEFAULT_MEMORY_BUDGET
+    return total // 4
+
+
+def default_block(plan: Plan, n_streams: int, largest_stream: int, devices=None, budget: int | None = None) -> int:
+    """Streams per block when the run does not say.
+
+    On a CPU, the experiment's own rule (:meth:`Experiment.default_block`, measured there: small
+    blocks that stay in the caches). On accelerators, where one launch costs about what a
+    larger one does, the whole grid in one block per device, as far as the memory budget holds
+    (the workspace of :func:`~jaxattn.engine._compute.chunk_streams`, 4x the experiment's bytes
+    per point).
+
+    Args:
+        plan: The run (its experiment, config, static and group).
+        n_streams: The grid's streams.
+        largest_stream: Points in its largest stream.
+        devices (Sequence[jax.Device] | None): The run's devices; ``None`` means
+            ``jax.local_devices()``.
+        budget: Bytes per chunk; ``None`` means :func:`default_memory_budget`.
+
+    Returns:
+        Streams per block, at least 1.
+    """
+    devices = list(jax.local_devices() if devices is None else devices)
+    e = plan.experiment
+    if devices[0].platform == "cpu":
+        return int(e.default_block(plan.config, plan.static, n_streams))
+    budget = default_memory_budget(devices) if budget is None else budget
+    per_stream = -(-largest_stream // plan.group) * plan.group
+    fits = budget // max(1, 4 * e.bytes_per_point(plan.static) * per_stream * len(devices))
+    return max(1, min(-(-n_streams // len(devices)), fits))
 
 
 def _column(grid: Grid, fixed: dict, name: str) -> list:

@@ -79,7 +79,15 @@ def sweep_plan(sweep: Sweep, out: str | None = None) -> Plan:
         except store.DamagedStore:
             man = None  # rebuilt from the sweep file (--repair), with the sweep's own block
         block = None if man is None else int(man["block"])
-    return make_plan(sweep.experiment, sweep.config, sweep.grid, fixed=sweep.fixed_axes, block=block, group=sweep.group)
+    return make_plan(
+        sweep.experiment,
+        sweep.config,
+        sweep.grid,
+        fixed=sweep.fixed_axes,
+        block=block,
+        group=sweep.group,
+        memory_budget=sweep.memory_budget,
+    )
 
 
 def _groups(plan: Plan, chunks: list[list[tuple]]) -> int:
@@ -372,7 +380,7 @@ def run_sweep(
         event="start",
         worker=label,
         process=jax.process_index(),
-        provenance=provenance.collect(plan.x64),
+        provenance=provenance.collect(plan.x64, plan.matmul_precision),
         **provenance.slurm_ids(),
     )
     computed, failed = [], {}

@@ -40,6 +40,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from jaxattn.core import precision
 from jaxattn.core.checks import plain, toml_key
 from jaxattn.engine import _registry as registry
 from jaxattn.engine import config as cfgs
@@ -144,7 +145,8 @@ class Sweep:
         blob = json.dumps(
             {
                 "model": self.model,
-                "config": cfgs.to_json(self.config),
+                # stores made before matmul_precision existed hold none: its default is its absence
+                "config": precision.without_default_matmul(cfgs.to_json(self.config)),
                 "fixed": self.fixed_axes,
                 "block": block,
                 "group": group,

@@ -10,10 +10,12 @@ Two caches, one folder (``$JAXATTN_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxattn``
   skip (measured: most of what is left of a warm start, ``benchmarks/README.md``).
 
 An exported program is keyed by everything that determines it: the experiment (name, class),
-its ``static`` (``repr``), the shapes and dtypes of the inputs, the platform, the x64 flag, the
-versions of jax, jaxlib and jaxattn, and a hash of the source of the jaxattn package, of the
-experiment's module and of every registered activation, so an edited model is never served an
-old program. Where a source cannot be read, nothing is stored. An exported program compiles the
+its ``static`` (``repr``), the shapes and dtypes of the inputs, the platform JAX lowers for
+(``"cuda"``, not the device's ``"gpu"``), the x64 flag, the versions of jax, jaxlib and jaxattn,
+and a hash of the source of the jaxattn package, of the experiment's module and of every
+registered activation, so an edited model is never served an old program. Where a source cannot
+be read, nothing is stored. A stored program that cannot run here anyway (another platform,
+another jax) is exported again and replaced, never an error. An exported program compiles the
 same StableHLO as the jitted one, so a point's bits do not depend on the cache, cold, warm or off
 (``tests/test_cache.py``).
 """
@@ -116,7 +118,8 @@ def fingerprint(experiment, static, name: str, signature: tuple, platform: str, 
         static: The experiment's static configuration (by ``repr``).
         name: The program's name within the experiment.
         signature: The shapes and dtypes of the program's inputs.
-        platform: The JAX platform, e.g. ``"cpu"``.
+        platform: The platform JAX lowers for (``"cpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``:
+            :func:`jaxattn.core.devices.lowering_platform`).
         x64: Whether float64 is enabled.
 
     Returns:

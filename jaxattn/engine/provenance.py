@@ -1,5 +1,6 @@
 """Where a result came from: the code (package version, git commit and a dirty flag when run from
-a checkout), the libraries, the machine (backend, device kind), the precision and the command.
+a checkout), the libraries, the machine (backend, device kind), the precision (float64 or not,
+and the precision of matrix products) and the command.
 
 Every dataset the engine returns carries it as the JSON attribute ``provenance``, and every sweep
 store in its manifest; ``jaxattn info PATH`` prints it.
@@ -61,17 +62,20 @@ def _program() -> str:
     return os.path.basename(arg0) if arg0 != "-c" else "python -c"
 
 
-def collect(x64: bool | None = None) -> dict:
-    """The provenance of a result computed now, in this process (``x64``: the precision it ran at;
-    default JAX's global flag).
+def collect(x64: bool | None = None, matmul_precision: str | None = None) -> dict:
+    """The provenance of a result computed now, in this process (``x64`` and ``matmul_precision``:
+    the precision it ran at; default JAX's global settings).
 
     Args:
         x64: Whether the result was computed in float64; ``None`` reads JAX's ``jax_enable_x64``.
+        matmul_precision: The precision of its matrix products
+            (:data:`~jaxattn.core.precision.MATMUL_PRECISIONS`); ``None`` reads JAX's
+            ``jax_default_matmul_precision`` (``"default"`` where it is unset).
 
     Returns:
         A dict: ``jaxattn`` (version), ``git_commit`` and ``git_dirty`` (from a checkout),
             ``libraries`` (versions), ``backend``, ``device_kind``, ``n_devices``, ``n_processes``,
-            ``x64``, ``command`` and ``python``.
+            ``x64``, ``matmul_precision``, ``command`` and ``python``.
     """
     import jax
 
@@ -87,6 +91,11 @@ def collect(x64: bool | None = None) -> dict:
         "n_devices": jax.device_count(),
         "n_processes": jax.process_count(),
         "x64": bool(jax.config.jax_enable_x64) if x64 is None else bool(x64),  # pyright: ignore[reportAttributeAccessIssue]
+        "matmul_precision": (
+            str(jax.config.jax_default_matmul_precision or "default")  # pyright: ignore[reportAttributeAccessIssue]
+            if matmul_precision is None
+            else matmul_precision
+        ),
         "command": " ".join([_program(), *sys.argv[1:]]),
         "python": sys.version.split()[0],
     }
@@ -111,16 +120,17 @@ def slurm_ids() -> dict[str, str]:
     return {k: os.environ[v] for k, v in SLURM_IDS.items() if os.environ.get(v)}
 
 
-def as_attr(x64: bool | None = None) -> str:
+def as_attr(x64: bool | None = None, matmul_precision: str | None = None) -> str:
     """:func:`collect` as a JSON string (netCDF attributes hold strings and numbers only).
 
     Args:
         x64: As in :func:`collect`.
+        matmul_precision: As in :func:`collect`.
 
     Returns:
         The JSON text.
     """
-    return json.dumps(collect(x64))
+    return json.dumps(collect(x64, matmul_precision))
 
 
 def of(attrs: dict) -> dict:

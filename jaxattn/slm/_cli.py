@@ -15,10 +15,11 @@ import numpy as np
 
 from jaxattn.cli.common import Choice, OutPath, axis_list, clean_errors, config_from, config_options, emit
 from jaxattn.core.attention import available_activations
+from jaxattn.core.precision import MATMUL_PRECISIONS
 from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import SLM_SGD
 
-CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum")}
+CHOICES = {"activation": available_activations, "aggregation": ("mean", "sum"), "matmul_precision": MATMUL_PRECISIONS}
 
 
 def prior_options(fn):

@@ -11,6 +11,7 @@ import numpy as np
 from jaxattn.core import checks
 from jaxattn.core.attention import activation_name, check_activation
 from jaxattn.core.checks import plain
+from jaxattn.core.precision import MATMUL_PRECISION_HELP, check_matmul
 from jaxattn.slm import priors
 
 
@@ -51,6 +52,11 @@ class SLMConfig:
         n_test: test samples for the recorded error (the same test set for every run and time).
         share_data: common random numbers across everything but the seed.
         directions_seed: seed of the latent directions and of the test set (shared by the grid).
+        matmul_precision: the precision of online SGD's matrix products
+            (:data:`~jaxattn.core.precision.MATMUL_PRECISIONS`): ``"highest"`` (the default: full
+            float32 on every device), or ``"high"`` / ``"default"`` (TF32 on NVIDIA GPUs,
+            bfloat16 passes on TPUs; the same numbers on a CPU). The ODEs and the SDE
+            (:class:`SLMODEConfig`) compute at ``"highest"`` whatever it says.
     """
 
     D: int = field(default=200, metadata=_help("Embedding dimension."))
@@ -78,6 +84,7 @@ class SLMConfig:
         default=True, metadata=_help("Common random numbers across the grid (one data stream per seed).")
     )
     directions_seed: int = field(default=0, metadata=_help("Seed of the latent directions and the test set."))
+    matmul_precision: str = field(default="highest", metadata=_help(MATMUL_PRECISION_HELP))
 
     @property
     def F(self) -> int:
@@ -116,6 +123,7 @@ class SLMConfig:
             raise ValueError(f"diverge_bound must be > 1 (inf allowed), got {plain(self.diverge_bound)}")
         checks.integer("n_test", self.n_test, 1)
         checks.integer("directions_seed", self.directions_seed, 0)
+        check_matmul(self.matmul_precision)
         leaves = jax.tree_util.tree_leaves(self.prior)
         if not leaves or not all(np.all(np.isfinite(np.asarray(x))) for x in leaves):
             raise ValueError("prior must have finite parameters")

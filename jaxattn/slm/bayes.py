@@ -21,6 +21,7 @@ from jaxattn.core.attention import attention_weights
 from jaxattn.slm import priors
 
 
+@precision.matmul("highest", unless_set=True)
 def posterior(
     chi_star: Float[Array, "L F"], prior: priors.Prior, pos_mask: Bool[Array, " L"] | None = None
 ) -> Float[Array, " L"]:
@@ -40,6 +41,7 @@ def posterior(
     return attention_weights(log_z[None, :], None, "softmax", pos_mask=pos_mask, aggregation="sum")[0]
 
 
+@precision.matmul("highest", unless_set=True)
 def bayes_estimator(
     X: Float[Array, "L D"],
     directions: Float[Array, "F D"],

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from jaxattn.core import precision
 from jaxattn.core.attention import attention_weights, position_weights
 from jaxattn.slm.priors import Discrete
 
@@ -61,6 +62,7 @@ def init(key: PRNGKeyArray, H: int, D: int, sigma0: float = 1.0, dtype: DTypeLik
     return MultiHead(sigma0 * keys, jnp.zeros(H, dtype))
 
 
+@precision.matmul("highest", unless_set=True)
 def scores(params: MultiHead, X: Float[Array, "L D"]) -> Float[Array, "H L"]:
     """``chi[h, l] = k_h . x_l / sqrt(D)`` (Spec A, section 2).
 
@@ -105,6 +107,7 @@ def weights(
     return position_weights(sigma)
 
 
+@precision.matmul("highest", unless_set=True)
 def predict(
     params: MultiHead,
     X: Float[Array, "L D"],
@@ -127,6 +130,7 @@ def predict(
     return weights(params, X, arch, head_mask, pos_mask) @ X
 
 
+@precision.matmul("highest", unless_set=True)
 def error(
     params: MultiHead,
     X: Float[Array, "L D"],
@@ -152,6 +156,7 @@ def error(
     return jnp.sum(r * r) / X.shape[-1]
 
 
+@precision.matmul("highest", unless_set=True)
 def order_parameters(params: MultiHead, directions: Float[Array, "F D"]) -> tuple[Array, Array]:
     """``M[h, f] = k_h . s_f / D`` and ``Q[h, h'] = k_h . k_h' / D`` (Spec A, section 3).
 
@@ -166,6 +171,7 @@ def order_parameters(params: MultiHead, directions: Float[Array, "F D"]) -> tupl
     return params.keys @ directions.T / D, params.keys @ params.keys.T / D
 
 
+@precision.matmul("highest", unless_set=True)
 def keys_from_order_parameters(
     key: PRNGKeyArray, M: Float[Array, "H F"], Q: Float[Array, "H H"], directions: Float[Array, "F D"]
 ) -> Float[Array, "H D"]:
@@ -200,6 +206,7 @@ def keys_from_order_parameters(
     return M @ directions + jnp.sqrt(jnp.asarray(D, directions.dtype)) * C @ v
 
 
+@precision.matmul("highest", unless_set=True)
 def oracle_bayes_softmax(prior: Discrete, directions: Float[Array, "F D"]) -> MultiHead:
     """The Bayes-optimal Bayes-softmax network of a discrete prior (Spec A, section 4): one head
     per support point, ``k_h = sum_f theta^(h)_f s_f``, ``b_h = log pi_h - |theta^(h)|^2 / 2``.
@@ -217,6 +224,7 @@ def oracle_bayes_softmax(prior: Discrete, directions: Float[Array, "F D"]) -> Mu
     return MultiHead(support @ directions, bias.astype(directions.dtype))
 
 
+@precision.matmul("highest", unless_set=True)
 def oracle_order_parameters(prior: Discrete) -> tuple[Array, Array, Array]:
     """``(M, Q, b)`` of :func:`oracle_bayes_softmax`: ``M = support``, ``Q = M M^T``,
     ``b = log pi - |theta^(h)|^2 / 2`` (Spec A, section 4).

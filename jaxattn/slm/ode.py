@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.slm.network import Arch
 from jaxattn.slm.risk import Bank, bank_scores, draw_loss, risk
 
@@ -81,6 +81,7 @@ class ODEArgs(NamedTuple):
         return self.eta if self.bias_lr is None else self.eta * self.bias_lr
 
 
+@precision.matmul("highest", unless_set=True)
 def rhs(y: OrderParams, args: ODEArgs, bank: Bank, arch: Arch, chunk: int | None = None) -> OrderParams:
     """``(dM/dt, dQ/dt, db/dt)`` at ``y``. With ``chunk``, the bank is read ``chunk`` draws at a
     time (a ``lax.scan`` that sums the chunks' contributions; the result is the same to rounding).
@@ -183,6 +184,7 @@ def real_rms(head_mask: Bool[Array, " H"]) -> Callable[[OrderParams], Array]:
     return norm
 
 
+@precision.matmul("highest", unless_set=True)
 def advance(
     y: OrderParams,
     a: ODEArgs,
@@ -235,6 +237,7 @@ def advance(
     return jax.tree_util.tree_map(lambda x: jnp.where(ok, x[0], jnp.nan), sol.ys), ok
 
 
+@precision.matmul("highest", unless_set=True)
 def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
     """``R(M, Q, b)`` of one point's state, on the bank at its signal strength (Spec A, section 3).
 
@@ -251,6 +254,7 @@ def risk_at(y: OrderParams, a: ODEArgs, bank: Bank, arch: Arch) -> Array:
     return risk(y.M, y.Q, y.b, bk, arch.activation, arch.aggregation, a.head_mask, a.pos_mask)
 
 
+@precision.matmul("highest", unless_set=True)
 def random_initial_conditions(
     key: PRNGKeyArray, H: int, F: int, D: int, sigma0: float = 1.0, n: int = 1
 ) -> OrderParams:

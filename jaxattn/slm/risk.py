@@ -27,6 +27,7 @@ import optax
 from jax.typing import DTypeLike
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from jaxattn.core import precision
 from jaxattn.core.attention import attention_weights, position_weights
 from jaxattn.core.checks import plain
 from jaxattn.slm import priors
@@ -235,6 +236,7 @@ def _cholesky(Q: Array, head_mask: Array) -> Array:
     return jnp.linalg.cholesky(0.5 * (Qm + Qm.T) + jitter * jnp.eye(Q.shape[0], dtype=Q.dtype))
 
 
+@precision.matmul("highest", unless_set=True)
 def bank_scores(
     M: Float[Array, "H F"], Q: Float[Array, "H H"], bank: Bank, head_mask: Bool[Array, " H"] | None = None
 ) -> Float[Array, "n H L"]:
@@ -290,6 +292,7 @@ def draw_loss(
     return jnp.sum((jnp.zeros(L, w.dtype).at[0].set(1.0) - w) ** 2)
 
 
+@precision.matmul("highest", unless_set=True)
 def risk_terms(
     M: Float[Array, "H F"],
     Q: Float[Array, "H H"],
@@ -319,6 +322,7 @@ def risk_terms(
     return jax.vmap(lambda c: draw_loss(c, b, activation, aggregation, head_mask, pos_mask))(chi)
 
 
+@precision.matmul("highest", unless_set=True)
 def risk(
     M: Float[Array, "H F"],
     Q: Float[Array, "H H"],
@@ -347,6 +351,7 @@ def risk(
     return bank.weight @ risk_terms(M, Q, b, bank, activation, aggregation, head_mask, pos_mask)
 
 
+@precision.matmul("highest", unless_set=True)
 def bank_errors(
     banks: Sequence[Bank],
     reference: Bank,
@@ -414,6 +419,7 @@ class RiskMinimum(NamedTuple):
     grad_norm: Float[Array, ""]
 
 
+@precision.matmul("highest", unless_set=True)
 def minimise_risk(
     M0: Float[Array, "H F"],
     Q0: Float[Array, "H H"],

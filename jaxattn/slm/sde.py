@@ -38,11 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, PRNGKeyArray
 
+from jaxattn.core import precision
 from jaxattn.slm.network import Arch
 from jaxattn.slm.ode import ODEArgs, OrderParams, rhs
 from jaxattn.slm.risk import Bank, draw_loss
 
 
+@precision.matmul("highest", unless_set=True)
 def psd_sqrt(S: Float[Array, "d d"]) -> Float[Array, "d d"]:
     """The symmetric square root of the positive part of a symmetric matrix: ``V sqrt(max(l, 0)) V^T``
     from ``S = V diag(l) V^T``. Negative eigenvalues (rounding, or a slightly non-realisable
@@ -118,6 +120,7 @@ def unflatten(v: Float[Array, " d"], H: int, F: int) -> OrderParams:
     return OrderParams(M, Q, v[H * F + len(iu[0]) :])
 
 
+@precision.matmul("highest", unless_set=True)
 def increment_covariance(
     y: OrderParams, args: ODEArgs, bank: Bank, u: Float[Array, "n L F"], arch: Arch
 ) -> Float[Array, "d d"]:
@@ -156,6 +159,7 @@ def increment_covariance(
     return jnp.einsum("n,ni,nj->ij", bank.weight, centred, centred)
 
 
+@precision.matmul("highest", unless_set=True)
 def advance(
     y: OrderParams,
     args: ODEArgs,

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PRNGKeyArray
 
+from jaxattn.core import precision
 from jaxattn.core.attention import attention_weights, position_weights, prefix_mask
 from jaxattn.core.divergence import guard
 from jaxattn.slm import network
@@ -134,6 +135,7 @@ def draw_batch(cfg: SGDConfig, prior: Prior, data_key: PRNGKeyArray, step: Int[A
     return jax.vmap(lambda i: slm.draw(jax.random.fold_in(k, i), prior, cfg.L_max, cfg.D))(jnp.arange(cfg.batch_size))
 
 
+@precision.matmul("highest", unless_set=True)
 def loss(
     params: network.MultiHead,
     sample: slm.Sample,
@@ -158,6 +160,7 @@ def loss(
     return 0.5 * network.error(params, sample.X, y, arch, head_mask, pos_mask)
 
 
+@precision.matmul("highest", unless_set=True)
 def loss_and_score_grads(
     params: network.MultiHead,
     X: Float[Array, "L D"],
@@ -204,6 +207,7 @@ def loss_and_score_grads(
     return value, g_chi, g_b
 
 
+@precision.matmul("highest", unless_set=True)
 def update(
     cfg: SGDConfig, directions: Float[Array, "F D"], state: SGDState, rp: RunParams, batch: slm.Draw
 ) -> SGDState:

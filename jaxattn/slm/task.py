@@ -24,7 +24,7 @@ import numpy as np
 from jax.typing import DTypeLike
 from jaxtyping import Array, Float, Int, PRNGKeyArray
 
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.slm.priors import Prior
 
 
@@ -140,6 +140,7 @@ def location(u: Float[Array, ""], L: Int[Array, ""]) -> Int[Array, ""]:
     return jnp.minimum(jnp.floor(u * L).astype(jnp.int32), L - 1)
 
 
+@precision.matmul("highest", unless_set=True)
 def assemble(
     d: Draw, directions: Float[Array, "F D"], L: Int[Array, ""], signal: float | Float[Array, ""] = 1.0
 ) -> Sample:
@@ -192,6 +193,7 @@ def sample(
     return assemble(d, directions, jnp.asarray(L), signal)
 
 
+@precision.matmul("highest", unless_set=True)
 def measure_error(
     predict_fn: Callable[[Float[Array, "L D"]], Float[Array, " D"]],
     directions: Float[Array, "F D"],

@@ -96,6 +96,8 @@ class AdamStatic(NamedTuple):
         grad_tol: convergence tolerance on the gradient norm.
         threshold: previous-token weight above which a run is in the copy basin.
         segments: steps of each progress segment.
+        matmul_precision: the precision the programs' matrix products are traced at (a part of
+            the static, so that two precisions never share a program).
     """
 
     arch: network.CopyArch
@@ -108,6 +110,7 @@ class AdamStatic(NamedTuple):
     grad_tol: float
     threshold: float
     segments: tuple[int, ...]
+    matmul_precision: str
 
 
 class CopyAdam(Experiment):
@@ -146,15 +149,16 @@ class CopyAdam(Experiment):
             float(c.grad_tol),
             float(c.threshold),
             segments(c.n_steps),
+            c.matmul_precision,
         )
         return static, {"test": test_stats(c)}
 
     def params(self, static, points):
         return {
-            "data_key": jnp.stack([data_key(s) for s in points["seed"]]),
-            "init_key": jnp.stack([init_key(s) for s in points["seed"]]),
-            "P": jnp.asarray(points["P"], jnp.int32),
-            "is_copy": jnp.asarray([i == "copy" for i in points["init"]]),
+            "data_key": data_key(points["seed"]),
+            "init_key": init_key(points["seed"]),
+            "P": np.asarray(points["P"], np.int32),
+            "is_copy": np.asarray(points["init"]) == "copy",
         }
 
     def init(self, s: AdamStatic, shared, p, n_groups):

@@ -37,6 +37,8 @@ class SGLDStatic(NamedTuple):
         c_copy: ``c`` of the copy start ``G = c S``.
         sampler: the sampler's config.
         schedule: the chain's segments (burn-in, then draws; one per call of ``step``).
+        matmul_precision: the precision the programs' matrix products are traced at (a part of
+            the static, so that two precisions never share a program).
     """
 
     arch: network.CopyArch
@@ -45,6 +47,7 @@ class SGLDStatic(NamedTuple):
     c_copy: float
     sampler: SGLDConfig
     schedule: sgld.Schedule
+    matmul_precision: str
 
 
 def start_params(
@@ -127,16 +130,17 @@ class CopySGLD(Experiment):
             float(c.c_copy),
             s,
             sched,
+            c.matmul_precision,
         )
         return static, {"test": test_stats(c)}
 
     def params(self, s: SGLDStatic, points):
         eps = s.sampler.step_sizes(s.arch, points["P"])
         return {
-            "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
-            "chain_key": jnp.stack([chain_key(s.sampler.chain_seed, c) for c in points["chain"]]),
-            "P": jnp.asarray(points["P"], jnp.int32),
-            "is_copy": jnp.asarray([x == "copy" for x in points["start"]]),
+            "data_key": data_key(points["data_seed"]),
+            "chain_key": chain_key(s.sampler.chain_seed, points["chain"]),
+            "P": np.asarray(points["P"], np.int32),
+            "is_copy": np.asarray(points["start"]) == "copy",
             "eps": eps,
         }
 

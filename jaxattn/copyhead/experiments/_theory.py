@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import xarray as xr
 
 from jaxattn import engine
@@ -55,7 +56,7 @@ class CopyTheory(OneShot):
 
     def params(self, c, points):
         f = jnp.result_type(float)  # float64, or float32 with precision = float32
-        return {k: jnp.asarray(points[k], f) for k in ("P", "L", "V", "N", "beta", "omega", "sigma_G2")}
+        return {k: np.asarray(points[k], f) for k in ("P", "L", "V", "N", "beta", "omega", "sigma_G2")}
 
     def _one(self, c: CopyTheoryConfig, p) -> dict:
         L = p["L"]

@@ -22,7 +22,7 @@ from jaxattn.copyhead import action
 from jaxattn.copyhead._config import CopyLandscapeConfig
 from jaxattn.copyhead.data import data_key, member_stats, stream_data
 from jaxattn.copyhead.landscape._windows import ansatz_logits, default_range, place_windows, posterior_target
-from jaxattn.core import umbrella
+from jaxattn.core import keys, umbrella
 from jaxattn.core.kernels import exchange, mala, sgld
 from jaxattn.engine import Axis, Experiment, Layout, int_axis, over_groups, segments, stream_values
 
@@ -54,6 +54,11 @@ class LandscapeStatic(NamedTuple):
     config: CopyLandscapeConfig
     n_max: int
     schedule: sgld.Schedule
+
+    @property
+    def matmul_precision(self) -> str:
+        """The precision the programs' matrix products are traced at (the config's)."""
+        return self.config.matmul_precision
 
     def _program(self) -> tuple:
         fields = dataclasses.fields(CopyLandscapeConfig)
@@ -93,13 +98,12 @@ def _shifts(config: CopyLandscapeConfig) -> np.ndarray:
     return np.arange(-config.reweight_span, config.reweight_span + 1)
 
 
-def _keys(config: CopyLandscapeConfig, chain: int) -> tuple[PRNGKeyArray, PRNGKeyArray]:
-    """``(window keys, swap key)`` of a ladder: window ``k``'s chain ``c`` is keyed
-    ``fold_in(fold_in(key, k), c)``, its swaps ``fold_in(fold_in(key, n_windows), c)`` (no
-    window has that index)."""
-    base = jax.random.key(config.chain_seed)
-    keys = jnp.stack([jax.random.fold_in(jax.random.fold_in(base, w), chain) for w in range(config.n_windows)])
-    return keys, jax.random.fold_in(jax.random.fold_in(base, config.n_windows), chain)
+def _keys(config: CopyLandscapeConfig, chain: np.ndarray) -> tuple[PRNGKeyArray, PRNGKeyArray]:
+    """``(window keys, swap keys)`` of ladders ``chain``, ``(n, n_windows)`` and ``(n,)``: window
+    ``k``'s chain ``c`` is keyed ``fold_in(fold_in(key, k), c)``, its swaps ``fold_in(fold_in(key,
+    n_windows), c)`` (no window has that index)."""
+    windows = keys.derive(config.chain_seed, np.arange(config.n_windows)[None, :], chain[:, None])
+    return windows, keys.derive(config.chain_seed, config.n_windows, chain)
 
 
 class CopyLandscape(Experiment):
@@ -150,19 +154,26 @@ class CopyLandscape(Experiment):
         return static, {}
 
     def params(self, s: LandscapeStatic, points):
-        placed = [_placed(s.config, int(P), float(N)) for P, N in zip(points["P"], points["N"])]
-        keys = [_keys(s.config, int(c)) for c in points["chain"]]
+        # the windows are placed once per distinct (P, N), on the host (a theory's minimisation),
+        # and handed to the points by index: never once per point
+        pairs, which = np.unique(np.stack([points["P"], points["N"]], 1).astype(float), axis=0, return_inverse=True)
+        placed = [_placed(s.config, int(P), float(N)) for P, N in pairs]
+        chain_key, swap_key = _keys(s.config, np.asarray(points["chain"]))
+
+        def per_point(get, dtype=np.float32):
+            return np.asarray(np.stack([get(p) for p in placed]), dtype)[which.reshape(-1)]
+
         return {
-            "data_key": jnp.stack([data_key(d) for d in points["data_seed"]]),
-            "chain_key": jnp.stack([k[0] for k in keys]),
-            "swap_key": jnp.stack([k[1] for k in keys]),
-            "P": jnp.asarray(points["P"], jnp.int32),
-            "N": jnp.asarray(points["N"], jnp.float32),  # an input, not a constant: one compile across N
-            "center": jnp.asarray(np.stack([p[0].centers for p in placed]), jnp.float32),
-            "spring": jnp.asarray(np.stack([p[0].spring for p in placed]), jnp.float32),
-            "target": jnp.asarray(np.stack([p[1] for p in placed]), jnp.float32),
-            "G0": jnp.asarray(np.stack([p[2] for p in placed]), jnp.float32),
-            "eps": jnp.asarray([p[3] for p in placed], jnp.float32),
+            "data_key": data_key(points["data_seed"]),
+            "chain_key": chain_key,
+            "swap_key": swap_key,
+            "P": np.asarray(points["P"], np.int32),
+            "N": np.asarray(points["N"], np.float32),  # an input, not a constant: one compile across N
+            "center": per_point(lambda p: p[0].centers),
+            "spring": per_point(lambda p: p[0].spring),
+            "target": per_point(lambda p: p[1]),
+            "G0": per_point(lambda p: p[2]),
+            "eps": per_point(lambda p: p[3]),
         }
 
     def _kernel(self, s: LandscapeStatic, N) -> tuple[mala.MALA, Callable]:

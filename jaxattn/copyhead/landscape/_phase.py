@@ -22,7 +22,7 @@ from jaxattn.copyhead.curves import theory_summary
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import inverse_temperature, sampled_profile, window_diagnostics
 from jaxattn.copyhead.landscape._search import _check_sampler, landscape, landscape_of_dataset
-from jaxattn.core import checks
+from jaxattn.core import checks, precision
 from jaxattn.engine import store
 
 ROW_KEYS = (
@@ -291,7 +291,9 @@ def _settings(arch_kw: dict, kw: dict) -> dict:
     base = {k: p.default for k, p in inspect.signature(sampled_profile).parameters.items() if p.kind is p.KEYWORD_ONLY}
     base.update(reweight_span=REWEIGHT_SPAN, max_extend=inspect.signature(landscape).parameters["max_extend"].default)
     base.update({f.name: f.default for f in dataclasses.fields(network.CopyArch) if f.name in _ARCH_KEYS})
-    return json.loads(json.dumps({**base, **arch_kw, **kw}, default=str))
+    # rows sampled before matmul_precision existed hold none: its default is kept as its absence
+    settings = precision.without_default_matmul({**base, **arch_kw, **kw})
+    return json.loads(json.dumps(settings, default=str))
 
 
 def _read_row(path: str | None, settings: dict) -> dict | None:

@@ -94,6 +94,7 @@ def sampled_profile(
     swap_every: int = 10,
     reweight_span: int = 0,
     seed: int = 0,
+    matmul_precision: str = "highest",
 ) -> SampledProfile:
     """``F(a)`` of the posterior of ``G`` with ``W`` integrated out exactly,
     ``p(G) ~ exp(-S(G))`` (B.3a on the ``P`` sequences of ``data_seed``), by umbrella sampling on
@@ -132,13 +133,15 @@ def sampled_profile(
         reweight_span: record the action at ``P + d`` for ``|d| <= reweight_span`` at every draw
             (:func:`reweighted_log_ratio`; 0: none).
         seed: seed of the chains.
+        matmul_precision: the precision of the samplers' matrix products
+            (:data:`~jaxattn.core.precision.MATMUL_PRECISIONS`).
 
     Returns:
         :class:`SampledProfile`.
 
     Raises:
         ValueError: naming ``N``, ``P``, ``n_chains``, ``burn_in``, ``n_draws``, ``thin``, ``n_bins``,
-            the windows or the spring constant.
+            ``matmul_precision``, the windows or the spring constant.
     """
     arch = arch.validate()
     N = COPY_LANDSCAPE.axis["N"].check(N)
@@ -165,6 +168,7 @@ def sampled_profile(
         swap_every=swap_every,
         reweight_span=reweight_span,
         chain_seed=seed,
+        matmul_precision=matmul_precision,
     ).validate()
     grid = Grid.from_values(COPY_LANDSCAPE.axis, dict(P=[P], chain=range(n_chains)))
     ds = engine.run(COPY_LANDSCAPE, config, grid, fixed={"data_seed": data_seed, "N": N})

@@ -8,9 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, PRNGKeyArray
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray
 
 from jaxattn import engine
+from jaxattn.core import keys
 from jaxattn.core.checks import plain
 from jaxattn.engine import Layout, float_axis, int_axis
 from jaxattn.slm import task
@@ -44,34 +45,34 @@ ODE_AXES = AXES + (
 )
 
 
-def _bits(x: float) -> int:
-    return int(np.asarray(x, np.float32).view(np.uint32))
-
-
 def point_keys(
-    share_data: bool, seed: int, H: int, L: int, eta: float, signal: float
+    share_data: bool,
+    seed: ArrayLike,
+    H: ArrayLike,
+    L: ArrayLike,
+    eta: ArrayLike,
+    signal: ArrayLike,
 ) -> tuple[PRNGKeyArray, PRNGKeyArray]:
-    """The ``(init_key, data_key)`` of one run, from its own values only (never its position in a
-    grid, so a run's numbers do not depend on the grid around it). With ``share_data`` the data
-    key depends on the seed alone: common random numbers across the other axes.
+    """The ``(init_key, data_key)`` of runs, from their own values only (never their position in
+    a grid, so a run's numbers do not depend on the grid around it): ``init_key = fold_in(key(seed),
+    0)`` and ``data_key = fold_in(key(seed), 1)``, then, without ``share_data``, ``H``, ``L`` and
+    the float32 bits of ``eta`` and ``signal`` folded in, in that order. With ``share_data`` the
+    data key depends on the seed alone: common random numbers across the other axes. All runs at
+    once (:func:`jaxattn.core.keys.derive`).
 
     Args:
         share_data: whether the data key depends on the seed alone.
-        seed: the run's seed.
-        H: number of heads.
-        L: sequence length.
-        eta: learning rate (its float32 bits enter the data key without ``share_data``).
-        signal: signal strength (likewise).
+        seed: the runs' seeds (a scalar or an array).
+        H: numbers of heads (broadcast against ``seed``).
+        L: sequence lengths.
+        eta: learning rates.
+        signal: signal strengths.
 
     Returns:
-        ``(init_key, data_key)``, two PRNG keys.
+        ``(init_key, data_key)``, PRNG keys of the broadcast shape.
     """
-    base = jax.random.key(seed)
-    dk = jax.random.fold_in(base, 1)
-    if not share_data:
-        for v in (H, L, _bits(eta), _bits(signal)):
-            dk = jax.random.fold_in(dk, v)
-    return jax.random.fold_in(base, 0), dk
+    data = (1,) if share_data else (1, H, L, keys.float_bits(eta), keys.float_bits(signal))
+    return keys.derive(seed, 0), keys.derive(seed, *data)
 
 
 def directions_and_test_key(config: SLMConfig) -> tuple[Float[Array, "F D"], PRNGKeyArray]:

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from jaxattn import engine
+from jaxattn.core import keys
 from jaxattn.core.attention import prefix_mask
 from jaxattn.engine import Experiment, Layout, over_groups, stream_values
 from jaxattn.slm import network
@@ -100,6 +101,11 @@ class OrderParameterODE(Experiment):
     def shared_axes(self, config) -> frozenset[str]:
         return HYPER | {"noise"}
 
+    def fields(self):
+        # the theory computes at full precision whatever the config says: the field is that of
+        # the online-SGD runs the ODEs describe (slm compare), not one a sweep of them may set
+        return tuple(f for f in super().fields() if f != "matmul_precision")
+
     def setup(self, config: SLMODEConfig, values):
         H_max, L_max = max(values["H"]), max(values["L"])
         with jax.enable_x64(True):  # the same draws at either precision: float32 is the float64 bank rounded
@@ -142,9 +148,9 @@ class OrderParameterODE(Experiment):
 
     def params(self, static: ODEStatic, points):
         return {
-            "init_key": jnp.stack([point_keys(True, s, 0, 0, 0.0, 0.0)[0] for s in points["seed"]]),
-            **{k: jnp.asarray(points[k], jnp.result_type(float)) for k in ("eta", "signal", "noise")},
-            **{k: jnp.asarray(points[k], jnp.int32) for k in ("H", "L")},
+            "init_key": point_keys(True, points["seed"], 0, 0, 0.0, 0.0)[0],
+            **{k: np.asarray(points[k], jnp.result_type(float)) for k in ("eta", "signal", "noise")},
+            **{k: np.asarray(points[k], np.int32) for k in ("H", "L")},
         }
 
     def _args(self, static: ODEStatic, q) -> slm_ode.ODEArgs:
@@ -250,9 +256,8 @@ class OrderParameterSDE(OrderParameterODE):
         return static, {**shared, "u": u}
 
     def params(self, static: ODEStatic, points):
-        base = jax.random.key(static.brownian_seed)
-        keys = jnp.stack([jax.random.fold_in(base, int(s)) for s in points["seed"]])
-        return {**super().params(static, points), "brownian_key": keys}
+        brownian = keys.derive(static.brownian_seed, points["seed"])
+        return {**super().params(static, points), "brownian_key": brownian}
 
     def _advance(self, static: ODEStatic, shared, y, q, t0, t1):
         return slm_sde.advance(
@@ -324,7 +329,7 @@ class GivenStartODE(OrderParameterODE):
     def params(self, static: ODEStatic, points):
         s, f = np.asarray(points["seed"]), jnp.result_type(float)
         h = static.H_max  # a grid's start keeps its first H_max heads
-        M, Q, b = (jnp.asarray(x[s], f) for x in self.start)
+        M, Q, b = (jnp.asarray(np.asarray(x, f)[s]) for x in self.start)
         return {**super().params(static, points), "start": slm_ode.OrderParams(M[:, :h], Q[:, :h, :h], b[:, :h])}
 
     def _times(self, config: SLMODEConfig) -> np.ndarray:

@@ -42,6 +42,8 @@ class SGDStatic(NamedTuple):
         n_test: test samples per recorded error.
         F: number of latent directions.
         share_data: common random numbers across everything but the seed.
+        matmul_precision: the precision the programs' matrix products are traced at (a part of
+            the static, so that two precisions never share a program).
     """
 
     cfg: sgd.SGDConfig
@@ -50,6 +52,7 @@ class SGDStatic(NamedTuple):
     n_test: int
     F: int
     share_data: bool
+    matmul_precision: str
 
 
 class OnlineSGDExperiment(Experiment):
@@ -66,23 +69,23 @@ class OnlineSGDExperiment(Experiment):
     """
 
     name = "slm_sgd"
-    doc = "single-location model, online SGD (jaxattn.train)"
+    doc = "single-location model, online SGD (jaxattn.slm.train)"
     config_type = SLMConfig
     axes = AXES
     block = 2
-    group = 1  # measured fastest on a CPU (benchmarks/README.md); raise both on a GPU
+    group = 1  # measured fastest on a CPU (benchmarks/README.md)
 
     def shared_axes(self, config: SLMConfig) -> frozenset[str]:
         return HYPER if config.share_data else frozenset()
 
     def default_block(self, config: SLMConfig, static: SGDStatic, n_streams: int) -> int:
-        """Streams per block from the tokens a stream draws per step and the grid's streams.
+        """Streams per block on a CPU, from the tokens a stream draws per step and the grid's
+        streams (accelerators take the whole grid: :func:`jaxattn.engine.default_block`).
 
         A block of ``S`` streams draws ``S * batch_size * L_max * D`` Gaussian tokens a step.
         Larger blocks spread the per-step overhead over more streams until those draws fill the
         caches: on a CPU the rate peaks near ``2^16`` tokens and 16 to 32 streams (measured on
         2 cores at ``D = 1000`` and ``D = 100``, ``benchmarks/README.md``), beyond which it falls.
-        On an accelerator the block grows to ``2^22`` tokens and 1024 streams (not measured here).
         It is at most half the streams (a power of two), so that a small grid runs as two blocks
         (one per core) rather than padded into one.
 
@@ -92,11 +95,10 @@ class OnlineSGDExperiment(Experiment):
             n_streams: The number of streams in the grid.
 
         Returns:
-            A power of two between 1 and the cap.
+            A power of two between 1 and 32.
         """
-        cpu = jax.default_backend() == "cpu"
         tokens = config.batch_size * static.cfg.L_max * static.cfg.D
-        cap = min(32 if cpu else 1024, max(1, (2**16 if cpu else 2**22) // tokens))
+        cap = min(32, max(1, 2**16 // tokens))
         return 1 << (min(cap, max(1, n_streams // 2)).bit_length() - 1)
 
     def setup(self, config: SLMConfig, values):
@@ -124,15 +126,16 @@ class OnlineSGDExperiment(Experiment):
             config.n_test,
             config.F,
             config.share_data,
+            config.matmul_precision,
         )
         return static, shared
 
     def params(self, static: SGDStatic, points) -> sgd.RunParams:
-        keys = [point_keys(static.share_data, *(points[k][i] for k in GRID_AXES)) for i in range(len(points["seed"]))]
+        init_key, data_key = point_keys(static.share_data, *(points[k] for k in GRID_AXES))
         return sgd.RunParams(
-            init_key=jnp.stack([k[0] for k in keys]),
-            data_key=jnp.stack([k[1] for k in keys]),
-            eta=jnp.asarray(points["eta"], jnp.float32),
+            init_key=init_key,
+            data_key=data_key,
+            eta=jnp.asarray(points["eta"], jnp.float32),  # one transfer each, whatever the grid
             signal=jnp.asarray(points["signal"], jnp.float32),
             H=jnp.asarray(points["H"], jnp.int32),
             L=jnp.asarray(points["L"], jnp.int32),
