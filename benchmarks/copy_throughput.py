@@ -95,13 +95,17 @@ def torch_adam(Ps, n_steps, counts: bool):
     return total_steps / total_t
 
 
-def sgld_rates(P, n_chains, n_steps):
+def sgld_rates(P, n_chains, n_steps, one_chain=True):
+    """``(vmapped, single)`` chain-steps per second; ``single`` is ``None`` without ``one_chain``
+    (it runs ``n_chains / 32`` chains one after another: long for a large ``n_chains``)."""
     cfg = cp.CopyConfig(L=L, V=V, n_test=100)
     sc = cp.SGLDConfig(n_chains=n_chains, n_steps=n_steps, burn_in=0, thin=n_steps)
     cp.sample(cfg, sc, P=[P], start=["uniform"])  # compile
     t = time.perf_counter()
     cp.sample(cfg, sc, P=[P], start=["uniform"])
     vmapped = n_chains * n_steps / (time.perf_counter() - t)
+    if not one_chain:
+        return vmapped, None
     one = cp.SGLDConfig(n_chains=1, n_steps=n_steps, burn_in=0, thin=n_steps)
     cp.sample(cfg, one, P=[P], start=["uniform"])  # compile
     n_one = max(2, n_chains // 32)

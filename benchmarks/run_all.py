@@ -31,6 +31,7 @@ BENCHMARKS = [
     "copy_theory_throughput",
     "copy_landscape_speed",
     "sweep_throughput",
+    "grid_fixed_costs",
     "engine_paths",
 ]
 """Every benchmark script, in the order run (a test checks that none is left out)."""

@@ -91,11 +91,12 @@ def main():
             rows.append(r)
             print(f"| {n} | {r['block']} | {r['first_s']:.2f} | {r['warm_s']:.3f} | {r['ms_per_point']:.3f} | "
                   f"{r['steps_per_s']:,.0f} |", flush=True)
+            if args.json:  # after every size, so that a run stopped by a time limit keeps the sizes done
+                with open(args.json + ".tmp", "w") as f:
+                    json.dump({"device": str(dev.device_kind), "platform": dev.platform, "rows": rows}, f, indent=1)
+                os.replace(args.json + ".tmp", args.json)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": str(dev.device_kind), "platform": dev.platform, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
