@@ -44,7 +44,7 @@ import xarray as xr
 from jaxattn.engine import config as cfgs
 from jaxattn.engine._axes import Grid
 from jaxattn.engine._experiment import Experiment, loop_over
-from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, default_memory_budget, make_plan
+from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, default_memory_budget, make_plan, streams_within
 
 # --- the compiled programs -----------------------------------------------------------------------
 
@@ -398,12 +398,11 @@ def chunk_streams(
     streams: dict[tuple, list[tuple]] = {}
     for p in points:
         streams.setdefault(plan.stream_key(p), []).append(p)
-    per_stream = -(-max(len(s) for s in streams.values()) // plan.group) * plan.group
+    largest = max(len(s) for s in streams.values())
     if chunk_size is not None:
-        n_streams = max(1, chunk_size // per_stream)
+        n_streams = max(1, chunk_size // (-(-largest // plan.group) * plan.group))
     else:  # as many as the budget holds, in whole blocks on every device where that is possible
-        budget = memory_budget or DEFAULT_MEMORY_BUDGET
-        n_streams = max(1, budget // max(1, 4 * plan.experiment.bytes_per_point(plan.static) * per_stream))
+        n_streams = max(1, streams_within(plan, memory_budget or DEFAULT_MEMORY_BUDGET, largest))
         unit = plan.block * n_devices
         n_streams = n_streams // unit * unit if n_streams >= unit else n_streams
     groups = list(streams.values())

@@ -257,9 +257,25 @@ def default_block(plan: Plan, n_streams: int, largest_stream: int, devices=None,
     if devices[0].platform == "cpu":
         return int(e.default_block(plan.config, plan.static, n_streams))
     budget = default_memory_budget(devices) if budget is None else budget
-    per_stream = -(-largest_stream // plan.group) * plan.group
-    fits = budget // max(1, 4 * e.bytes_per_point(plan.static) * per_stream * len(devices))
+    fits = streams_within(plan, budget // len(devices), largest_stream)
     return max(1, min(-(-n_streams // len(devices)), fits))
+
+
+def streams_within(plan: Plan, budget: int, largest_stream: int) -> int:
+    """How many streams ``budget`` bytes hold: each padded to whole groups of its largest
+    stream's size, 4x the experiment's bytes per point (the inputs, the state and XLA's
+    workspace).
+
+    Args:
+        plan: The run (its experiment, static and group).
+        budget: Bytes.
+        largest_stream: Points in the largest stream.
+
+    Returns:
+        The number of streams (0 where not even one fits).
+    """
+    per_stream = -(-largest_stream // plan.group) * plan.group
+    return budget // max(1, 4 * plan.experiment.bytes_per_point(plan.static) * per_stream)
 
 
 def _column(grid: Grid, fixed: dict, name: str) -> list:
