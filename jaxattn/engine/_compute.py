@@ -154,7 +154,10 @@ class Programs:
             except Exception:  # noqa: BLE001 - another platform, another jax: exported again, replaced
                 pass
         try:
-            exported = jax.export.export(jax.jit(flat), platforms=[platform])(*leaves)
+            # exported from shapes alone: the inputs' placement is the caller's, not the
+            # program's (and jax 0.8.2 mis-lowers a placed key array's sharding in the call)
+            shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves]
+            exported = jax.export.export(jax.jit(flat), platforms=[platform])(*shapes)
             blob = exported.serialize()
         except NotImplementedError:
             # a program with a host callback cannot be exported: it runs jitted, and JAX's
