@@ -11,7 +11,37 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-__all__ = ["plt", "sweep_quicklook"]
+__all__ = ["figure_formats", "plt", "save", "sweep_quicklook"]
+
+
+def figure_formats() -> dict[str, str]:
+    """The file formats a figure can be written in (matplotlib's, for the figure's canvas).
+
+    Returns:
+        Extension (``png``) -> description.
+    """
+    return dict(Figure().canvas.get_supported_filetypes())
+
+
+def save(fig: Figure, path: str) -> str:
+    """Write ``fig`` to ``path`` (its folder created if missing; the format from the extension)
+    at 120 dpi, and close it.
+
+    Args:
+        fig: The figure.
+        path: The file to write.
+
+    Returns:
+        ``path``.
+    """
+    import os
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+    return path
 
 
 def sweep_quicklook(ds: xr.Dataset, var: str, x: str, hue: str | None = None) -> Figure:

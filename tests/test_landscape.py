@@ -46,7 +46,7 @@ def test_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match=r"reweight_span must be below the smallest P \(10\), got 12"):
         landscape.sampled_profile(ARCH, 10, 20.0, reweight_span=12)
     r = CliRunner().invoke(main, ["copy", "landscape", "--swap-every", "0", "--json"])
-    assert r.exit_code != 0 and r.output.strip().endswith("swap_every must be >= 1, got 0"), r.output
+    assert r.exit_code != 0 and r.output.strip().endswith("Error: --swap-every must be >= 1, got 0"), r.output
 
 
 def test_windows_follow_the_action_and_overlap_by_construction():

@@ -43,9 +43,9 @@ def test_critical_point_brackets_the_change_and_interpolates_the_margin_in_ln_x(
     [
         (["--L", "1,12"], "L must be a list of integers >= 2, got [1, 12]"),
         (["--N", "0"], "N must be > 0"),
-        (["--V", "1"], "V must be >= 2, got 1"),
-        (["--swap-every", "0"], "swap_every must be >= 1, got 0"),
-        (["--n-chains", "1"], "n_chains must be >= 2, got 1"),
+        (["--V", "1"], "Error: --V must be >= 2, got 1"),
+        (["--swap-every", "0"], "Error: --swap-every must be >= 1, got 0"),
+        (["--n-chains", "1"], "Error: --n-chains must be >= 2, got 1"),
         (["--L-max", "64"], "--L-max: not read with --sampled"),
     ],
 )

@@ -72,14 +72,17 @@ def test_a_truncated_chunk_is_named_by_status_and_load_and_recomputed_bit_identi
     with pytest.raises(engine.DamagedStore, match=r"chunk 3 \(chunks/c000003.nc\)") as err:
         jaxattn.load(out)
     assert "\n" not in str(err.value)
-    with pytest.warns(UserWarning, match="chunk 3"):
+    with pytest.warns(UserWarning) as caught:
         partial = engine.load_store(out, complete=False)
+    assert [type(w.message) for w in caught] == [UserWarning, engine.store.IncompleteStore]
+    assert "chunk 3 (chunks/c000003.nc)" in str(caught[0].message)
+    assert str(caught[1].message).startswith(f"{out}: 2 of 12 points not finished")
     assert int(partial["done"].sum()) == 10  # the damaged chunk's two points are not done
 
     r = _cli("sweep", "run", f, "--out", out, "--no-progress", "--json")
     assert r.exit_code == 0, r.output
     got = json.loads(r.output)
-    assert (got["computed"], got["skipped"], got["damaged"]) == (1, 5, 0)
+    assert (got["computed"], got["skipped"], got["damaged"]) == (1, 5, "unchecked")  # sizes only
     assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
     assert os.listdir(os.path.join(out, "chunks", "damaged"))  # the bad file is kept aside
 
@@ -93,10 +96,15 @@ def test_a_flipped_byte_is_found_by_its_checksum_and_verify_recomputes_it(made, 
     open(path, "wb").write(bytes(data))
 
     assert engine.status(out)["damaged"] == {1: "checksum mismatch (its content changed after it was written)"}
-    # without --verify a run compares sizes only (a stat per chunk): the flip goes unseen
+    # without --verify a run compares sizes only (a stat per chunk): the flip goes unseen, and the
+    # summary says the checksums were not read rather than "damaged: 0"
     assert engine.run_sweep(engine.load_file(f), out).computed == ()
-    rep = engine.run_sweep(engine.load_file(f), out, verify=True)
-    assert rep.computed == (1,)
+    r = _cli("sweep", "run", f, "--out", out, "--no-progress", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["damaged"] == "unchecked"
+    r = _cli("sweep", "run", f, "--out", out, "--no-progress", "--json", "--verify")
+    assert r.exit_code == 0, r.output
+    assert (json.loads(r.output)["computed"], json.loads(r.output)["damaged"]) == (1, 0)
     assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
 
 
@@ -224,3 +232,159 @@ def test_errors_show_values_as_typed_not_as_numpy_reprs():
         jaxattn.slm.train(eta=np.array([0.5, -5.0]))
     with pytest.raises(ValueError, match=r"^H must be >= 1, got 0$"):
         jaxattn.slm.train(H=np.array([0]))
+
+
+# --- nothing computed and then lost, nothing silent -------------------------------------------
+
+
+def test_sweep_plot_checks_its_figure_before_any_work_and_writes_into_plots(made, tmp_path, monkeypatch):
+    _, ref = made
+    out = _copy(made, tmp_path)
+
+    def no_load(*_a, **_k):
+        raise AssertionError("the store was loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(engine, "load_store", no_load)
+        for fig, why in (
+            ("/proc/x.png", "cannot write /proc/x.png: a file cannot be created in the folder /proc"),
+            (tmp_path / "x.foo", f"cannot write a figure as {tmp_path / 'x.foo'}: unknown format '.foo' (formats: "),
+            (tmp_path / "x", f"cannot write a figure as {tmp_path / 'x'}: no extension names its format (formats: "),
+        ):
+            r = _cli("sweep", "plot", out, "--var", "error", "--x", "seed", "--out", fig)
+            assert r.exit_code == 2, r.output
+            assert r.output.splitlines()[-1].startswith(f"Error: Invalid value for '--out': {why}"), r.output
+    fig = tmp_path / "new" / "folder" / "e.pdf"  # a missing folder is created
+    r = _cli("sweep", "plot", out, "--var", "error", "--x", "seed", "--out", fig)
+    assert r.exit_code == 0 and r.output == f"{fig}\n", r.output
+    assert fig.read_bytes().startswith(b"%PDF")
+    r = _cli("sweep", "plot", out, "--var", "error", "--x", "seed")
+    assert r.exit_code == 0 and r.output == f"{os.path.join(out, 'plots', 'error.png')}\n", r.output
+    assert sorted(os.listdir(out)) == ["chunks", "claims", "log.jsonl", "manifest.json", "plots", "sweep.toml"]
+
+
+def test_a_plot_and_a_load_of_an_incomplete_store_say_how_many_points_are_missing(made, tmp_path):
+    out = _copy(made, tmp_path)
+    os.remove(_chunk(out, 2))
+    r = CliRunner().invoke(main, ["sweep", "plot", out, "--var", "error", "--x", "seed"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == (
+        f"Warning: 2 of 12 points of {out} are not finished (pending, failed or damaged chunks); the figure "
+        "shows the 10 that are\n"
+    )
+    with pytest.warns(engine.store.IncompleteStore) as caught:
+        ds = engine.load_store(out, complete=False)
+    assert [str(w.message) for w in caught] == [
+        f"{out}: 2 of 12 points not finished (pending, failed or damaged chunks): NaN there, done = False"
+    ]
+    assert int(ds["done"].sum()) == 10
+
+
+def test_a_repair_is_not_blocked_by_the_figures_the_tool_wrote(made, tmp_path):
+    f, ref = made
+    out = _copy(made, tmp_path)
+    assert _cli("sweep", "plot", out, "--var", "error", "--x", "seed").exit_code == 0  # into plots/
+    with open(os.path.join(out, "error.png"), "wb") as fh:  # where an older version wrote it
+        fh.write(b"\x89PNG")
+    os.remove(os.path.join(out, "manifest.json"))
+    r = _cli("sweep", "run", f, "--out", out, "--repair", "--no-progress", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["computed"] == 0
+    assert_same_bits(jaxattn.load(out), jaxattn.load(ref))
+    # a folder of figures and nothing of a store is still not a store
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "a.png").write_bytes(b"\x89PNG")
+    r = _cli("sweep", "run", f, "--out", photos)
+    assert r.exit_code == 2 and f"{photos} is not empty and not a sweep store (it holds a.png)" in r.output
+
+
+def _unwritable_folder(path) -> str:
+    """A folder where no file can be created, even by root: a read-only one (mode 555) for other
+    users, a link to a folder of /proc for root (which passes every mode test)."""
+    from jaxattn.core.checks import unwritable
+
+    if os.geteuid() != 0:
+        os.makedirs(path)
+        os.chmod(path, 0o555)
+    else:
+        os.symlink("/proc/self/fdinfo", path)
+    why = unwritable(str(path), folder=True)
+    if why is None:
+        pytest.skip("no folder here refuses a file")
+    return why
+
+
+def test_a_store_folder_that_refuses_files_is_found_before_a_chunk_is_computed(made, tmp_path, monkeypatch):
+    from jaxattn.engine import _sweep
+
+    f, _ = made
+    out = tmp_path / "store"
+    out.mkdir()
+    why = _unwritable_folder(out / "chunks")
+    monkeypatch.setattr(_sweep, "compute_chunk", lambda *a, **k: pytest.fail("a chunk was computed"))
+    r = _cli("sweep", "run", f, "--out", out, "--no-progress")
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == f"Error: Invalid value for '--out': {why}", r.output
+    with pytest.raises(ValueError, match="^out: a file cannot be created in the folder "):
+        engine.run_sweep(engine.load_file(f), str(out))
+
+
+def test_failed_chunks_end_the_run_with_one_line_saying_so(made, tmp_path, monkeypatch):
+    from jaxattn.engine import _sweep
+
+    f, _ = made
+
+    def boom(*_a, **_k):
+        raise RuntimeError("no memory left\nsecond line")
+
+    monkeypatch.setattr(_sweep, "compute_chunk", boom)
+    out = tmp_path / "store"
+    r = CliRunner().invoke(main, ["sweep", "run", f, "--out", str(out), "--no-progress", "--json"])
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["failed"] == 6
+    assert r.stderr == (
+        f"Error: 6 chunks failed (chunk 0: RuntimeError: no memory left); `jaxattn sweep status {out}` lists "
+        "them, a rerun retries them\n"
+    )
+
+
+def test_status_estimates_the_time_left_from_the_chunks_own_times(made, tmp_path):
+    out = _copy(made, tmp_path)
+    log = [e for e in engine.store.read_log(out) if e.get("event") != "computed"]
+    t = log[-1]["time"]
+    with open(os.path.join(out, "log.jsonl"), "w") as fh:
+        for cid, seconds in enumerate((7.0, 1.0, 1.0, 1.0, 1.0, 1.0)):  # the first one compiled
+            fh.write(json.dumps({"time": t + cid, "host": "h", "pid": 1, "event": "computed", "chunk": cid,
+                                 "seconds": seconds}) + "\n")
+    for cid in (2, 3, 4, 5):  # as after a SIGKILL: four chunks lost, no worker running
+        os.remove(_chunk(out, cid))
+    st = engine.status(out)
+    assert (st["seconds_per_chunk"], st["seconds_left"], st["running"]) == (2.0, 8.0, 0)
+    r = _cli("sweep", "status", out)
+    assert "time left: about 8 s (4 chunks at 2 s each, for one worker; none is running)\n" in r.output, r.output
+
+
+def test_a_missing_slurm_is_one_line(made, tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    f, _ = made
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither sbatch nor srun
+    r = _cli("sweep", "submit", f, "--out", tmp_path / "a", "--executor", "slurm")
+    assert r.exit_code == 1
+    assert r.output == (
+        "Error: executor 'slurm' needs SLURM's sbatch and srun; sbatch and srun are not on the PATH (run it where "
+        "SLURM is, or use --executor local for processes of this machine)\n"
+    )
+    assert not (tmp_path / "a").exists()
+    # SLURM's commands present, but sbatch refuses (no cluster configured): its lines, as one
+    for name in ("sbatch", "srun"):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\necho 'sbatch: error: fetch_config: DNS SRV lookup failed' >&2\n"
+                        "echo 'sbatch: fatal: Could not establish a configuration source' >&2\nexit 1\n")
+        tool.chmod(0o755)
+    r = _cli("sweep", "submit", f, "--out", tmp_path / "b", "--executor", "slurm")
+    assert r.exit_code == 1
+    assert r.output == (
+        "Error: sbatch refused the job array: sbatch: error: fetch_config: DNS SRV lookup failed; sbatch: fatal: Could "
+        "not establish a configuration source (the plan "
+        f"is in {tmp_path / 'b'}; nothing was computed)\n"
+    )

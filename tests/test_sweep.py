@@ -174,7 +174,7 @@ def test_cli_reports_all_problems(tmp_path):
     f.write_text('model = "copy_adam"\n[fixed]\nV = 1\n[grid]\ninit = ["random", "sideways"]\n')
     r = CliRunner().invoke(main, ["sweep", "run", str(f)])
     assert r.exit_code == 2
-    assert "grid.init: init must be one of" in r.output and "fixed: V must be" in r.output
+    assert "grid.init: init must be one of" in r.output and "fixed.V: V must be" in r.output
 
 
 @pytest.mark.parametrize("attention", ["softmax", "linear"])

@@ -7,7 +7,7 @@ import os
 
 import click
 
-from jaxattn.cli.common import emit
+from jaxattn.cli.common import OutPath, emit, problem_writing
 
 
 def _devices(n: int | None):
@@ -77,6 +77,18 @@ def _check_store_out(out: str) -> None:
         raise click.BadParameter(why, ctx, next(p for p in ctx.command.params if p.name == "out"))
 
 
+def _budget(text: str | None) -> int | None:
+    """``--memory-budget`` in bytes; a bad size is a usage error naming the option."""
+    if text is None:
+        return None
+    from jaxattn.engine import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--memory-budget'") from None
+
+
 def _store(path: str) -> str:
     """A store's folder for ``status`` and ``plot``: one line, not a traceback, if it is none."""
     from jaxattn.engine import store
@@ -94,7 +106,11 @@ def _store(path: str) -> str:
     "--out", type=click.Path(file_okay=False), default=None, help="Store folder (default: results/<file name>)."
 )
 @click.option("--devices", type=int, default=None, help="Use the first N local devices (default: all).")
-@click.option("--memory-budget", default=None, help="Memory for one chunk, e.g. 2GB (default: the file's).")
+@click.option(
+    "--memory-budget",
+    default=None,
+    help="Memory for one chunk and for the grid's plan, e.g. 2GB (default: the file's).",
+)
 @click.option(
     "--chunk-size", type=click.IntRange(min=1), default=None, help="Points per chunk (overrides the memory budget)."
 )
@@ -151,9 +167,9 @@ def run_cmd(
         raise click.BadParameter(f"must be > 0, got {claim_timeout}", param_hint="--claim-timeout")
     if distributed:
         start_distributed()
+    budget = _budget(memory_budget)
     try:
-        spec = sw.load_file(file)
-        budget = sw.parse_size(memory_budget) if memory_budget is not None else None
+        spec = sw.load_file(file, memory_budget=budget)  # the grid sized against the budget first
     except ValueError as err:
         raise click.UsageError(str(err)) from err
     out = out or os.path.join("results", os.path.splitext(os.path.basename(file))[0])
@@ -179,6 +195,8 @@ def run_cmd(
     except (sw.SweepChanged, ValueError) as err:  # the grid's and the config's problems, before any work
         raise click.UsageError(str(err)) from err
     st = sw.status(out, claim_timeout=claim_timeout, full=verify)  # sizes were just checked; sums if asked
+    # without --verify the checksums were not read: "0 damaged" would be a claim not checked
+    damaged = len(st["damaged"]) if verify else "unchecked"
     emit(
         {
             "out": out,
@@ -191,14 +209,20 @@ def run_cmd(
             "skipped": len(rep.skipped),
             "failed": len(st["failed"]),
             "pending": len(st["pending"]),
-            "damaged": len(st["damaged"]),
+            "damaged": damaged,
             "diverged": len(st["diverged"]),
             "wall_seconds": round(rep.wall_seconds, 2),
         },
         as_json,
     )
     if st["failed"]:
-        raise SystemExit(1)
+        cid, err = next(iter(st["failed"].items()))
+        n = len(st["failed"])
+        raise click.ClickException(
+            f"{n} chunk{'s' if n > 1 else ''} failed (chunk {cid}: {err.splitlines()[0]}); "
+            f"`jaxattn sweep status {out}` lists {'them' if n > 1 else 'it'}, a rerun retries "
+            f"{'them' if n > 1 else 'it'}"
+        )
 
 
 @sweep.command("submit")
@@ -248,6 +272,8 @@ def submit_cmd(
         )
     except (ImportError, ValueError) as err:
         raise click.UsageError(str(err)) from err
+    except launch.SubmitError as err:
+        raise click.ClickException(str(err)) from None
     wait = executor == "local" if wait is None else wait
     summary = {"out": out, "executor": executor, "workers": workers, "jobs": [j.job_id for j in jobs]}
     if wait:
@@ -289,12 +315,14 @@ def status_cmd(path, claim_timeout, as_json):
         f"done: {len(st['done'])}  pending: {len(st['pending'])}  claimed: {len(st['claimed'])}  "
         f"stale: {len(st['stale'])}  failed: {len(st['failed'])}  damaged: {len(st['damaged'])}"
     )
-    if st["seconds_left"]:
-        left = st["seconds_left"]
+    left, n_left = st["seconds_left"], len(st["pending"]) + len(st["claimed"]) + len(st["stale"])
+    if left and n_left:
+        who = f"{st['running']} workers running" if st["running"] > 1 else "1 worker running"
+        if not st["running"]:
+            who = "for one worker; none is running"
         click.echo(
-            f"time left at the current pace: about {left:.0f} s"
-            if left < 120
-            else f"time left at the current pace: about {left / 60:.1f} min"
+            f"time left: about {_duration(left)} ({n_left} chunk{'s' if n_left > 1 else ''} at "
+            f"{_duration(st['seconds_per_chunk'])} each, {who})"
         )
     for label, w in st["workers"].items():
         seen = "" if w["last_seen_seconds_ago"] is None else f", last seen {w['last_seen_seconds_ago']:.0f} s ago"
@@ -318,23 +346,62 @@ def status_cmd(path, claim_timeout, as_json):
         click.echo(f"  {p}")
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.2g} s"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
 @sweep.command("plot")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--var", required=True, help="Observable to plot (e.g. error).")
 @click.option("--x", "x", required=True, help="Grid dimension on the x axis.")
 @click.option("--hue", default=None, help="Grid dimension drawn as one line per value.")
-@click.option("--out", "fig_path", default=None, help="Figure path (default: PATH/<var>.png).")
+@click.option(
+    "--out",
+    "fig_path",
+    type=OutPath("figure"),
+    default=None,
+    help="Figure file, its format from the extension; its folder is created (default: PATH/plots/<var>.png).",
+)
 def plot_cmd(path, var, x, hue, fig_path):
     """Quick look: VAR against grid dimension X, one line per value of HUE; every other dimension
-    is averaged (time: its last value)."""
-    from jaxattn import engine as sw
-    from jaxattn.plots import sweep_quicklook
+    is averaged (time: its last value). Points not finished are left out, and said so."""
+    import warnings
 
-    ds = sw.load_store(_store(path), complete=False)
+    from jaxattn import engine as sw
+    from jaxattn.plots import save, sweep_quicklook
+
+    _store(path)
+    if fig_path is None:  # inside the store, in a folder its checks accept (a repair is never blocked)
+        fig_path = os.path.join(path, "plots", f"{var}.png")
+        why = problem_writing(fig_path, "figure")
+        if why is not None:
+            raise click.ClickException(f"{why} (choose another with --out)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ds = sw.load_store(path, complete=False)
+        except FileNotFoundError as err:  # no finished chunk yet
+            raise click.ClickException(str(err)) from None
+    for w in caught:
+        if not issubclass(w.category, sw.store.IncompleteStore):  # said below, for the figure
+            click.echo(f"Warning: {w.message}", err=True)
     try:
         fig = sweep_quicklook(ds, var, x, hue)
     except ValueError as err:
         raise click.UsageError(str(err)) from err
-    fig_path = fig_path or os.path.join(path, f"{var}.png")
-    fig.savefig(fig_path, dpi=120)
+    done = ds["done"].values
+    if not done.all():
+        click.echo(
+            f"Warning: {int(done.size - done.sum())} of {done.size} points of {path} are not finished "
+            f"(pending, failed or damaged chunks); the figure shows the {int(done.sum())} that are",
+            err=True,
+        )
+    try:
+        save(fig, fig_path)
+    except (OSError, ValueError) as err:
+        raise click.ClickException(f"could not write the figure {fig_path}: {err}") from None
     click.echo(fig_path)

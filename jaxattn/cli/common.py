@@ -29,23 +29,105 @@ class Choice(click.Choice):
         return self._named[str(super().convert(spelled, param, ctx))]
 
 
+NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
+"""How a netCDF file (classic, 64-bit offset, CDF-5, or netCDF-4 on HDF5) begins."""
+
+FIGURE_MAGIC = {
+    ".png": (b"\x89PNG",),
+    ".pdf": (b"%PDF",),
+    ".jpg": (b"\xff\xd8",),
+    ".jpeg": (b"\xff\xd8",),
+    ".svg": (b"<?xml", b"<svg"),
+    ".eps": (b"%!PS",),
+    ".ps": (b"%!PS",),
+}
+"""How a figure file of each extension begins (formats not listed are not checked)."""
+
+
 class OutPath(click.ParamType):
-    """A file (or ``folder``) the command will write, checked when the options are read, before
-    any work: a path under a file, an existing folder where a file goes, or no write permission
-    is refused, naming the option. ``""`` (write nothing) passes."""
+    """A file the command will write (``kind``: ``"netcdf"`` or ``"figure"``), or a ``"folder"``,
+    checked when the options are read, before any work, and refused naming the option:
+    - a path that cannot be written, found by creating and removing a probe file there (a root
+      user passes every permission test, ``/proc`` included);
+    - a figure in a format matplotlib cannot write;
+    - an existing file of another kind (a text file given as ``--out``): it is not overwritten;
+      remove it, or choose another path.
+
+    ``""`` (write nothing) passes; a missing folder on the way is created when the file is
+    written.
+    """
 
     name = "path"
 
-    def __init__(self, folder: bool = False):
-        self.folder = folder
+    def __init__(self, kind: str = "netcdf"):
+        if kind not in ("netcdf", "figure", "folder"):
+            raise ValueError(f"kind must be 'netcdf', 'figure' or 'folder', got {kind!r}")
+        self.kind = kind
 
     def convert(self, value, param, ctx):
-        from jaxattn.core.checks import unwritable
-
-        why = unwritable(value, self.folder) if value else None
+        if value == "":
+            return value
+        why = problem_writing(value, self.kind)
         if why is not None:
-            self.fail(f"cannot write {value}: {why}", param, ctx)
+            self.fail(why, param, ctx)
         return value
+
+
+def problem_writing(path: str, kind: str) -> str | None:
+    """Why the command could not write ``path`` as a ``kind`` of :class:`OutPath`, if it could
+    not (one line), else ``None``."""
+    import os
+
+    from jaxattn.core.checks import unwritable
+
+    why = unwritable(path, kind == "folder")
+    if why is not None:
+        return f"cannot write {path}: {why}"
+    ext = os.path.splitext(path)[1].lower()
+    if kind == "figure":
+        from jaxattn.plots import figure_formats
+
+        formats = figure_formats()
+        if ext.lstrip(".") not in formats:
+            what = f"unknown format {ext!r}" if ext else "no extension names its format"
+            return f"cannot write a figure as {path}: {what} (formats: {', '.join(sorted(formats))})"
+    if kind != "folder" and os.path.isfile(path) and os.path.getsize(path) > 0:
+        magic = NETCDF_MAGIC if kind == "netcdf" else FIGURE_MAGIC.get(ext)
+        if magic is not None:
+            with open(path, "rb") as f:
+                head = f.read(16).lstrip()
+            if not head.startswith(magic):
+                what = "netCDF file" if kind == "netcdf" else f"{ext[1:].upper()} figure"
+                return f"{path} exists and is not a {what}: not overwritten (remove it, or choose another path)"
+    return None
+
+
+def figure_error(path: str | None, draw: Callable[[str], Any]) -> str | None:
+    """Draw a figure with ``draw(path)`` (nothing when ``path`` is empty). A failure is returned
+    as one line naming the figure, not raised, so that the command still prints its summary (and
+    has saved its dataset) before it exits with the error (:func:`fail_late`).
+
+    Args:
+        path: The figure's file, or ``""`` / ``None`` for none.
+        draw: Draws and writes the figure to the path it is given.
+
+    Returns:
+        ``None`` if the figure was written (or none was asked for), else the error.
+    """
+    if not path:
+        return None
+    try:
+        draw(path)
+    except Exception as err:  # noqa: BLE001 - any failure of the figure: the results stand
+        return f"could not write the figure {path}: {err}"
+    return None
+
+
+def fail_late(*errors: str | None) -> None:
+    """Exit with the errors met after the results were saved and printed (one line each)."""
+    errs = [e for e in errors if e]
+    if errs:
+        raise click.ClickException("; ".join(errs))
 
 
 def floats(_ctx, param, value):
@@ -53,9 +135,12 @@ def floats(_ctx, param, value):
     if value is None:
         return None
     try:
-        return [float(v) for v in str(value).split(",") if v.strip()]
+        vals = [float(v) for v in str(value).split(",") if v.strip()]
     except ValueError as err:
         raise click.BadParameter(f"expected comma-separated numbers, got {value!r}", param=param) from err
+    if not vals:
+        raise click.BadParameter(f"expected at least one number, got {value!r}", param=param)
+    return vals
 
 
 def ints(ctx, param, value):
@@ -69,8 +154,13 @@ def ints(ctx, param, value):
 
 
 def words(_ctx, _param, value):
-    """A comma-separated list of names."""
-    return None if value is None else [v.strip() for v in str(value).split(",") if v.strip()]
+    """A comma-separated list of names (at least one)."""
+    if value is None:
+        return None
+    vals = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not vals:
+        raise click.BadParameter(f"expected at least one name, got {value!r}", param=_param)
+    return vals
 
 
 def _finite_or_none(v):
@@ -92,8 +182,9 @@ def emit(obj: dict, as_json: bool) -> None:
 
 
 def clean_errors(fn):
-    """Turn a ``ValueError`` from validation into a usage error naming the parameter, and a
-    missing input file into a one-line error."""
+    """Turn a ``ValueError`` from validation into a usage error naming the option as the user
+    typed it (``--chains must be >= 1``, where the config says ``n_chains``), and a missing input
+    file into a one-line error."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -102,9 +193,22 @@ def clean_errors(fn):
         except FileNotFoundError as err:
             raise click.ClickException(str(err).strip('"')) from err
         except ValueError as err:
-            raise click.UsageError(str(err)) from err
+            raise click.UsageError(as_typed(str(err), click.get_current_context(silent=True))) from err
 
     return wrapper
+
+
+def as_typed(message: str, ctx: click.Context | None) -> str:
+    """``message`` with its leading parameter name (``n_chains must be ...``) spelled as the
+    command's option (``--chains must be ...``)."""
+    if ctx is None:
+        return message
+    word, sep, rest = message.partition(" ")
+    name = word.rstrip(":,")
+    for p in ctx.command.params:
+        if p.name == name and isinstance(p, click.Option):
+            return f"{max(p.opts, key=len)}{word[len(name) :]}{sep}{rest}"
+    return message
 
 
 def flag(name: str) -> str:

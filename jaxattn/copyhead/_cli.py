@@ -16,7 +16,18 @@ from typing import Any
 import click
 import numpy as np
 
-from jaxattn.cli.common import OutPath, clean_errors, config_from, config_options, emit, floats, ints, words
+from jaxattn.cli.common import (
+    OutPath,
+    clean_errors,
+    config_from,
+    config_options,
+    emit,
+    fail_late,
+    figure_error,
+    floats,
+    ints,
+    words,
+)
 from jaxattn.copyhead._config import (
     LANDSCAPE_KERNELS,
     REWEIGHT_SPAN,
@@ -56,10 +67,18 @@ def copy():
 )
 @progress_option
 @click.option(
-    "--out", type=OutPath(), default="results/copy_train.nc", show_default=True, help="netCDF file ('' for none)."
+    "--out",
+    type=OutPath("netcdf"),
+    default="results/copy_train.nc",
+    show_default=True,
+    help="netCDF file ('' for none).",
 )
 @click.option(
-    "--figure", type=OutPath(), default="results/copy_train.png", show_default=True, help="PNG ('' for none)."
+    "--figure",
+    type=OutPath("figure"),
+    default="results/copy_train.png",
+    show_default=True,
+    help="Figure (PNG, PDF, SVG ...; '' for none).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
@@ -75,8 +94,7 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
     best = experiments.global_minimum(ds)
     if out:
         io.save(ds, out)
-    if figure:
-        copy_figure(ds, path=figure)
+    fig_err = figure_error(figure, lambda path: copy_figure(ds, path=path))
     head = {k: _scalar_or_list(best[k].values) for k in HEADLINE}
     inits = ds["init"].values.tolist()
     emit(
@@ -91,11 +109,12 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
             "n_converged": int(ds["converged"].sum()),
             "n_diverged": int(ds["diverged"].sum()),
             "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
-            "out": out,
-            "figure": figure,
+            "out": out or None,
+            "figure": None if fig_err else figure or None,
         },
         as_json,
     )
+    fail_late(fig_err)
 
 
 @copy.command()
@@ -107,12 +126,26 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
 )
 @progress_option
 @click.option(
-    "--out", type=OutPath(), default="results/copy_sample.nc", show_default=True, help="netCDF file ('' for none)."
+    "--out",
+    type=OutPath("netcdf"),
+    default="results/copy_sample.nc",
+    show_default=True,
+    help="netCDF file ('' for none).",
 )
 @click.option(
-    "--figure", type=OutPath(), default="results/copy_sample.png", show_default=True, help="PNG ('' for none)."
+    "--figure",
+    type=OutPath("figure"),
+    default="results/copy_sample.png",
+    show_default=True,
+    help="Figure (PNG, PDF, SVG ...; '' for none).",
 )
-@click.option("--arviz", "arviz_path", default=None, help="Also write the draws as ArviZ InferenceData (netCDF).")
+@click.option(
+    "--arviz",
+    "arviz_path",
+    type=OutPath("netcdf"),
+    default=None,
+    help="Also write the draws as ArviZ InferenceData (netCDF).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
 def sample(P, starts, progress, out, figure, arviz_path, as_json, **o):
@@ -124,12 +157,16 @@ def sample(P, starts, progress, out, figure, arviz_path, as_json, **o):
     ds = experiments.sample(config_from(CopyData, o), config_from(SGLDConfig, o), P=P, start=starts, progress=progress)
     if out:
         io.save(ds, out)
+    arviz_err = None
     if arviz_path:
         from jaxattn.core.diagnostics import to_arviz
 
-        to_arviz(ds, list(experiments.SAMPLE_OBSERVABLES)).to_netcdf(arviz_path)
-    if figure:
-        copy_figure(None, ds, path=figure)
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(arviz_path)), exist_ok=True)
+            to_arviz(ds, list(experiments.SAMPLE_OBSERVABLES)).to_netcdf(arviz_path)
+        except Exception as err:  # noqa: BLE001 - the draws are saved in --out; the summary stands
+            arviz_err = f"could not write the ArviZ file {arviz_path}: {err}"
+    fig_err = figure_error(figure, lambda path: copy_figure(None, ds, path=path))
     starts_ = ds["start"].values.tolist()
     head = {}
     for k in HEADLINE:
@@ -153,13 +190,14 @@ def sample(P, starts, progress, out, figure, arviz_path, as_json, **o):
                 for k in HEADLINE
                 for d in ("rhat", "ess")
             },
-            "arviz": arviz_path,
+            "arviz": None if arviz_err else arviz_path or None,
             "wall_seconds": round(float(ds.attrs["wall_seconds"]), 2),
-            "out": out,
-            "figure": figure,
+            "out": out or None,
+            "figure": None if fig_err else figure or None,
         },
         as_json,
     )
+    fail_late(arviz_err, fig_err)
 
 
 # --- theory (Spec B, section 3) ------------------------------------------------------------------
@@ -207,7 +245,7 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
 @click.option(
     "--out-dir",
-    type=OutPath(folder=True),
+    type=OutPath("folder"),
     default="results/copy_theory",
     show_default=True,
     help="Folder of the figures (and, with --sampled, of each (L, N) row as it finishes: a rerun resumes).",
@@ -346,7 +384,11 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
 @progress_option
 @click.option(
-    "--figure", type=OutPath(), default="results/copy_landscape.png", show_default=True, help="PNG ('' for none)."
+    "--figure",
+    type=OutPath("figure"),
+    default="results/copy_landscape.png",
+    show_default=True,
+    help="Figure (PNG, PDF, SVG ...; '' for none).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
@@ -361,14 +403,14 @@ def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):
     arch = config_from(CopyArch, o)
     sampler = {k: v for k, v in o.items() if k not in {f.name for f in dataclasses.fields(CopyArch)}}
     r = landscape.landscape(arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler)
-    if figure:
-        sampled_landscape_figure(r, figure)
+    fig_err = figure_error(figure, lambda path: sampled_landscape_figure(r, path))
     profs = r.pop("profiles")
     emit(
         {
             **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
             **landscape.window_diagnostics(profs),
-            "figure": figure,
+            "figure": None if fig_err else figure or None,
         },
         as_json,
     )
+    fail_late(fig_err)

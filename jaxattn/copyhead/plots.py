@@ -31,7 +31,7 @@ def copy_figure(
         The matplotlib figure (three panels: previous-token weight, ``a_G``, test error).
     """
     from jaxattn.copyhead.experiments import global_minimum, posterior_summary
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     panels = (("prev_weight", "previous-token weight"), ("aG", "a_G"), ("test_error", "test error"))
@@ -74,9 +74,7 @@ def copy_figure(
         fig.suptitle(f"copy task, {ds.attrs.get('attention')} attention, L={ds.attrs.get('L')}, V={ds.attrs.get('V')}")
     fig.tight_layout()
     if path:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save(fig, path)
     return fig
 
 
@@ -171,7 +169,7 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
             ``linear`` rows and, with ``critical``, ``critical_point_V4``.
     """
     from jaxattn.copyhead import softmax
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     os.makedirs(out_dir, exist_ok=True)
     Ls, Vs, pd, cf, fits = softmax_phase_data(L_max, n_P=n_P)
@@ -197,8 +195,7 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
     for a in ax:
         a.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "copy_phase_diagram.png"), dpi=120)
-    plt.close(fig)
+    save(fig, os.path.join(out_dir, "copy_phase_diagram.png"))
 
     lin = linear_threshold_data()
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
@@ -221,8 +218,7 @@ def phase_figures(out_dir: str, L_max: int = 512, n_P: int = 400, critical: bool
         )
         a.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "copy_linear_thresholds.png"), dpi=120)
-    plt.close(fig)
+    save(fig, os.path.join(out_dir, "copy_linear_thresholds.png"))
     out = {
         "L": Ls.tolist(),
         "fits": {str(k): v for k, v in fits.items()},
@@ -252,7 +248,7 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin: tuple[int, int] = 
     import jax.numpy as jnp
 
     from jaxattn.copyhead import action, curves, linear
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     s = curves.theory_summary(CopyArch(L, V))
     on = linear.linear_onsets(CopyArch(*lin, "linear"))
@@ -276,9 +272,7 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin: tuple[int, int] = 
             a.plot([float(m.aG)], [float(m.a1)], "r*", ms=10)
             a.set(xlabel="a_G", ylabel="a_1", title=f"linear L={lin[0]}, V={lin[1]}: P = {float(P):.0f}")
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
     return {"softmax_p_star": s["p_star"], "linear_onset": on.P_onset}
 
 
@@ -295,7 +289,7 @@ def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
     Returns:
         The matplotlib figure (two panels).
     """
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     linear = "p_onset_theory" in result
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -354,9 +348,7 @@ def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
         bx.legend(fontsize=7)
     fig.tight_layout()
     if path is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save(fig, path)
     return fig
 
 
@@ -377,7 +369,7 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
     """
     if not path:
         return None
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     rows = result["rows"]
     Ls = sorted({r["L"] for r in rows})
@@ -429,7 +421,4 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
     bx.set(xlabel=x_key, ylabel="barrier at the sampled P* (kT)", title="the barrier (shaded: critical bracket)")
     bx.legend(fontsize=7)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save(fig, path)

@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+INT32_MAX = 2**31 - 1
+"""The largest step count or dimension the kernels' ``int32`` counters and shapes hold."""
+
 
 def plain(value: Any) -> str:
     """``value`` written as a user would type it, for an error message: NumPy scalars and arrays
@@ -94,19 +97,21 @@ def positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return x
 
 
-def integer(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an integer ``>= minimum`` (a float with an integer value is accepted).
+def integer(name: str, value: Any, minimum: int, maximum: int = INT32_MAX) -> int:
+    """``value`` as an integer from ``minimum`` to ``maximum`` (a float with an integer value is
+    accepted). The default maximum is what the kernels' ``int32`` counters and shapes hold.
 
     Args:
         name: The parameter's name, for the error message.
         value: An integer, or a float with an integer value (not a ``bool`` or ``str``).
         minimum: The smallest value accepted.
+        maximum: The largest value accepted.
 
     Returns:
         The value as a Python ``int``.
 
     Raises:
-        ValueError: If ``value`` is not an integer, or is below ``minimum``.
+        ValueError: If ``value`` is not an integer, or is out of range.
     """
     try:
         ok = not isinstance(value, (bool, str)) and float(value).is_integer()
@@ -117,6 +122,9 @@ def integer(name: str, value: Any, minimum: int) -> int:
     n = int(value)
     if n < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {plain(value)}")
+    if n > maximum:
+        bound = f"{maximum} (the kernels' int32)" if maximum == INT32_MAX else str(maximum)
+        raise ValueError(f"{name} must be <= {bound}, got {plain(value)}")
     return n
 
 
@@ -208,8 +216,10 @@ def moved(module: str, paths: dict[str, str]) -> Callable[[str], Any]:
 
 def unwritable(path: str, folder: bool = False) -> str | None:
     """Why ``path`` could not be written (as a file, or created as a ``folder``), if it could
-    not, found without writing anything: an existing folder where a file goes (or the reverse),
-    a file where a folder must be on the way, or a folder without write permission.
+    not: an empty path, an existing folder where a file goes (or the reverse), a file where a
+    folder must be on the way, or a folder where a probe file cannot be created and removed.
+    The probe is the test, not the permission bits, which a root user passes everywhere
+    (``/proc``, a read-only mount). Nothing is left behind and no folder is created.
 
     Args:
         path: The file or folder to write.
@@ -218,18 +228,37 @@ def unwritable(path: str, folder: bool = False) -> str | None:
     Returns:
         ``None`` if it can be written, else the reason (one line).
     """
+    if not str(path).strip():
+        return "the path is empty"
     path = os.path.abspath(path)
     if os.path.exists(path):
         if folder != os.path.isdir(path):
             return f"{path} is {'a file' if folder else 'a folder'}"
-        if not os.access(path, os.W_OK | (os.X_OK if folder else 0)):
-            return f"{path} is not writable"
-        return None
+        if not folder:
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_APPEND))  # opened, not changed
+            except OSError as err:
+                return f"{path} cannot be written ({err.strerror or err})"
+        return _probe(path if folder else os.path.dirname(path))
     above = os.path.dirname(path)
     while not os.path.exists(above):
         above = os.path.dirname(above)
     if not os.path.isdir(above):
         return f"{above} is a file, not a folder"
-    if not os.access(above, os.W_OK | os.X_OK):
-        return f"the folder {above} is not writable"
+    return _probe(above)
+
+
+def _probe(folder: str) -> str | None:
+    """Why a file cannot be created (and removed) in ``folder``, if it cannot."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".jaxattn-probe-", dir=folder)
+    except OSError as err:
+        return f"a file cannot be created in the folder {folder} ({err.strerror or err})"
+    os.close(fd)
+    try:
+        os.remove(name)
+    except OSError as err:
+        return f"a file created in {folder} cannot be removed ({err.strerror or err})"
     return None

@@ -7,12 +7,21 @@ in shared axes see the same data stream (common random numbers). A :class:`Grid`
 their outer product, flattened in dimension order (the first outermost). The same grid comes
 from Python keywords (:meth:`Grid.from_values`), command-line lists and a sweep file's ``[grid]``
 table (:func:`parse_dims`: lists, scalars, ``range``, ``linspace``, ``logspace``, zips).
+
+A grid is sized before it is built (:func:`check_grid_size`): its number of points comes from
+the sizes of its dimensions (a ``range``'s length, a ``linspace``'s count), never from a list
+of its values, and a grid whose plan would not fit in host memory is refused in one line.
+``HOST_BYTES_PER_POINT`` bytes per point plus ``HOST_BYTES_PER_VARIABLE`` per grid variable is
+the rule's estimate of a plan's host memory; ``MIN_PLAN_BUDGET`` bytes is what a plan may
+always take, whatever the memory budget.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +75,32 @@ class Axis:
         return out
 
 
-def int_axis(name: str, default: int, minimum: int, *, shared: bool = False, help: str = "") -> Axis:
-    """An integer axis ``>= minimum``.
+def int_axis(
+    name: str,
+    default: int,
+    minimum: int,
+    *,
+    maximum: int = checks.INT32_MAX,
+    shared: bool = False,
+    help: str = "",
+) -> Axis:
+    """An integer axis from ``minimum`` to ``maximum``. The default maximum is what the kernels
+    hold: their counters, shapes and key seeds are ``int32`` (:func:`jaxattn.core.keys.derive`
+    takes seeds below ``2**31``), so a larger value is refused by name, not met as an overflow
+    inside a compiled program.
 
     Args:
         name: The axis name.
         default: Its default value.
         minimum: The smallest allowed value.
+        maximum: The largest allowed value.
         shared: Whether the axis shares its grid point's data stream.
         help: One line of help text.
 
     Returns:
         An ``Axis`` of kind ``"int"``.
     """
-    return Axis(name, "int", default, lambda v: checks.integer(name, v, minimum), shared, help)
+    return Axis(name, "int", default, lambda v: checks.integer(name, v, minimum, maximum), shared, help)
 
 
 def float_axis(name: str, default: float, *, allow_zero: bool = False, shared: bool = False, help: str = "") -> Axis:
@@ -142,26 +163,31 @@ class Grid:
     dims: tuple[Dim, ...]
 
     @classmethod
-    def from_values(cls, axes: dict[str, Axis], values: dict[str, Any]) -> Grid:
+    def from_values(cls, axes: dict[str, Axis], values: dict[str, Any], memory_budget: int | None = None) -> Grid:
         """A grid with one plain dimension per entry of ``values`` (in that order), each checked
-        by its axis.
+        by its axis. The grid is sized from the values' lengths first (a ``range`` is not
+        listed): one past ``memory_budget`` or the host memory is refused
+        (:func:`check_grid_size`) before any value is built.
 
         Args:
             axes: The experiment's axes by name.
             values: Axis name -> a value or a list of values.
+            memory_budget: Bytes the grid's plan may take; ``None`` means the host memory
+                available (:func:`~jaxattn.engine.make_plan` applies the run's budget).
 
         Returns:
             The ``Grid``.
 
         Raises:
-            ValueError: If a name is not an axis or its values fail :meth:`Axis.validate`.
+            ValueError: If a name is not an axis, the grid is too large, or its values fail
+                :meth:`Axis.validate`.
         """
-        dims = []
-        for name, v in values.items():
+        for name in values:
             if name not in axes:
                 raise ValueError(f"{name} is not an axis (axes: {', '.join(axes)})")
-            dims.append(Dim(name, {name: axes[name].validate(v)}))
-        return cls(tuple(dims))
+        sizes = {name: _length(v) for name, v in values.items()}
+        check_grid_size(sizes, memory_budget)
+        return cls(tuple(Dim(name, {name: axes[name].validate(v)}) for name, v in values.items()))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -196,9 +222,215 @@ class Grid:
         return [[d.name, {k: list(v) for k, v in d.values.items()}] for d in self.dims]
 
 
+def _length(values) -> int:
+    """How many values :meth:`Axis.validate` makes of ``values``, without making them."""
+    if isinstance(values, (list, tuple, range)) or (isinstance(values, np.ndarray) and values.ndim):
+        return len(values)
+    return 1
+
+
+HOST_BYTES_PER_POINT = 512
+HOST_BYTES_PER_VARIABLE = 64
+MIN_PLAN_BUDGET = 256 * 10**6
+
+
+def plan_bytes(n_points: int, n_variables: int) -> int:
+    """The host memory a plan of a grid takes, by the rule of :func:`check_grid_size`.
+
+    Args:
+        n_points: The grid's points.
+        n_variables: Its variables (a zipped dimension has several).
+
+    Returns:
+        ``n_points * (HOST_BYTES_PER_POINT + HOST_BYTES_PER_VARIABLE * n_variables)`` bytes.
+    """
+    return n_points * (HOST_BYTES_PER_POINT + HOST_BYTES_PER_VARIABLE * n_variables)
+
+
+def available_memory() -> int | None:
+    """The host memory available now: ``MemAvailable`` of ``/proc/meminfo`` (else the free
+    pages), and no more than a cgroup's limit leaves (a container's ``memory.max``).
+
+    Returns:
+        Bytes, or ``None`` where the system does not say.
+    """
+    free = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if free is None:
+        try:
+            free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            left = max(0, int(limit) - used)
+            free = left if free is None else min(free, left)
+    except (OSError, ValueError):
+        pass
+    return free
+
+
+def size_text(n: int) -> str:
+    """A number of bytes as a person reads it: ``"2 GB"``, ``"576 GB"``, ``"1.41 TB"``.
+
+    Args:
+        n: Bytes.
+
+    Returns:
+        Three significant digits and a decimal unit.
+    """
+    if n >= 10**21:  # past a float's reach for the larger ones: the power of ten
+        return f"10^{len(str(int(n))) - 1} B"
+    x, unit = float(n), "B"
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB", "EB"):
+        if x < 1000 or unit == "EB":
+            break
+        x /= 1000
+    return f"{x:.3g} {unit}"
+
+
+def check_grid_size(
+    sizes: Mapping[str, int],
+    memory_budget: int | None = None,
+    *,
+    n_variables: int | None = None,
+    where: str = "grid",
+) -> int:
+    """Refuse a grid whose plan would not fit in host memory, from the sizes of its dimensions
+    alone (no list of points or values is built: call it before building them).
+
+    The rule: planning a grid holds, for each point, its values as a tuple, its entry in the
+    chunks of the plan (the manifest's lists and their JSON) and its place in the tables that
+    cut the plan into streams and chunks: ``HOST_BYTES_PER_POINT`` (512) bytes a point plus
+    ``HOST_BYTES_PER_VARIABLE`` (64) per grid variable (measured: 450 bytes a point at two
+    variables, peak, parsing and planning a sweep and writing its manifest). That must fit in
+    the memory budget (``memory_budget``: a sweep file's ``execution.memory_budget``, the
+    command line's ``--memory-budget``, the Python API's ``memory_budget=``; a budget below
+    ``MIN_PLAN_BUDGET``, 256 MB, counts as 256 MB, since it is set to cut small chunks, not
+    small grids) and in the host memory available now (:func:`available_memory`). The device
+    memory of each chunk is the budget's other use, cut chunk by chunk.
+
+    Args:
+        sizes: Each dimension's name -> its number of values (a zipped dimension counts once).
+        memory_budget: Bytes the plan may take; ``None`` means the host memory available only.
+        n_variables: The grid's variables; ``None`` means one per dimension.
+        where: What is sized, the start of the message.
+
+    Returns:
+        The number of points.
+
+    Raises:
+        ValueError: One line naming the number of points, the memory they need and the budget
+            or the host memory they exceed.
+    """
+    n = math.prod(int(v) for v in sizes.values())
+    k = len(sizes) if n_variables is None else n_variables
+    need = plan_bytes(n, k)
+    budget = None if memory_budget is None else max(int(memory_budget), MIN_PLAN_BUDGET)
+    free = available_memory()
+    if budget is not None and need > budget:
+        over = f"the memory budget of {size_text(budget)} (memory_budget; sweep run --memory-budget)"
+    elif free is not None and need > free:
+        over = f"the {size_text(free)} of host memory available"
+    else:
+        return n
+    shown = {name: v for name, v in sizes.items() if v != 1} or sizes  # the dimensions that count
+    dims = " x ".join(f"{name} {_count_text(v)}" for name, v in shown.items())
+    raise ValueError(
+        f"{where}: {_count_text(n)} points ({dims}) need about {size_text(need)} of host memory to plan "
+        f"({plan_bytes(1, k)} bytes a point), more than {over}; make the grid smaller or split it"
+    )
+
+
+def _count_text(n: int) -> str:
+    return str(n) if n < 10**18 else f"10^{len(str(int(n))) - 1}"
+
+
+def count_values(path: str, spec, problems: list[str], unique: bool = True) -> int | None:
+    """How many values one axis of a sweep file asks for, found without building them: a list's
+    length, a ``range``'s length (from its ends and step), a ``linspace``'s or ``logspace``'s
+    count (with ``integer = true``, the count before rounding, an upper bound).
+
+    Args:
+        path: Where the values are in the file (used in the messages), e.g. ``"grid.L"``.
+        spec: The TOML value: a list, a scalar or a one-entry range table.
+        problems: Messages about invalid values are appended here.
+        unique: Report repeated values in a list as a problem.
+
+    Returns:
+        The number of values (``>= 1``), or ``None`` (with a message in ``problems``) if invalid.
+    """
+    if isinstance(spec, list):
+        if not spec:
+            problems.append(f"{path}: empty list of values")
+            return None
+        if unique and len({json.dumps(v) for v in spec}) != len(spec):
+            problems.append(f"{path}: repeated values {checks.plain(spec)}")
+            return None
+        return len(spec)
+    if isinstance(spec, (int, float, str, bool)):
+        return 1
+    if not isinstance(spec, dict):
+        problems.append(f"{path}: expected a list, a scalar or a range table, got {type(spec).__name__}")
+        return None
+    spec = dict(spec)
+    integer = spec.pop("integer", False)
+    if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace") or not isinstance(integer, bool):
+        problems.append(
+            f"{path}: a table axis must be exactly one of range, linspace, logspace (and "
+            f"optionally integer = true); got {sorted(spec)}"
+        )
+        return None
+    kind, args = next(iter(spec.items()))
+    sub = f"{path}.{checks.toml_key(kind)}"
+    if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
+        problems.append(f"{sub}: expected a list of numbers, got {checks.plain(args)}")
+        return None
+    if kind == "range":
+        if not 1 <= len(args) <= 3 or not all(isinstance(a, int) for a in args):
+            problems.append(
+                f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, got {checks.plain(args)}"
+            )
+            return None
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], 1) if len(args) == 2 else args
+        if step == 0:
+            problems.append(f"{sub}: the step must not be 0, got {checks.plain(args)}")
+            return None
+        # the length by integer arithmetic: len(range(...)) overflows past 2**63
+        n = max(0, (stop - start + step - (1 if step > 0 else -1)) // step)
+    else:
+        if len(args) != 3 or not isinstance(args[2], int) or args[2] < 1:
+            problems.append(
+                f"{sub}: expected [start, stop, count] with an integer count >= 1, got {checks.plain(args)}"
+            )
+            return None
+        if not all(math.isfinite(a) for a in args[:2]):
+            problems.append(f"{sub}: start and stop must be finite, got {checks.plain(args)}")
+            return None
+        if kind == "logspace" and (args[0] <= 0 or args[1] <= 0):
+            problems.append(f"{sub}: start and stop must be > 0, got {checks.plain(args)}")
+            return None
+        n = args[2]
+    if n == 0:
+        problems.append(f"{sub}: gives no values ({checks.plain(args)})")
+        return None
+    return n
+
+
 def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> tuple | None:
     """The values of one axis in a sweep file: a list, a scalar, or a table
-    ``range``/``linspace``/``logspace`` (``integer = true`` rounds).
+    ``range``/``linspace``/``logspace`` (``integer = true`` rounds). Builds them: size the grid
+    first (:func:`count_values`, :func:`check_grid_size`).
 
     Args:
         path: Where the values are in the file (used in the messages), e.g. ``"grid.L"``.
@@ -209,69 +441,39 @@ def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> t
     Returns:
         The values as a tuple, or ``None`` (with a message in ``problems``) if invalid.
     """
+    if count_values(path, spec, problems, unique) is None:
+        return None
     if isinstance(spec, list):
-        if not spec:
-            problems.append(f"{path}: empty list of values")
-            return None
-        if unique and len({json.dumps(v) for v in spec}) != len(spec):
-            problems.append(f"{path}: repeated values {spec}")
-            return None
         return tuple(spec)
-    if isinstance(spec, dict):
-        spec = dict(spec)
-        integer = spec.pop("integer", False)
-        if len(spec) != 1 or next(iter(spec)) not in ("range", "linspace", "logspace") or not isinstance(integer, bool):
-            problems.append(
-                f"{path}: a table axis must be exactly one of range, linspace, logspace (and "
-                f"optionally integer = true); got {sorted(spec)}"
-            )
-            return None
-        kind, args = next(iter(spec.items()))
-        sub = f"{path}.{checks.toml_key(kind)}"
-        if not isinstance(args, list) or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
-            problems.append(f"{sub}: expected a list of numbers, got {checks.plain(args)}")
-            return None
-        if kind == "range":
-            if not 1 <= len(args) <= 3 or not all(isinstance(a, int) for a in args):
-                problems.append(
-                    f"{sub}: expected [stop], [start, stop] or [start, stop, step] integers, got {checks.plain(args)}"
-                )
-                return None
-            vals = tuple(range(*args))
-        else:
-            if len(args) != 3 or not isinstance(args[2], int) or args[2] < 1:
-                problems.append(
-                    f"{sub}: expected [start, stop, count] with an integer count >= 1, got {checks.plain(args)}"
-                )
-                return None
-            if kind == "logspace" and (args[0] <= 0 or args[1] <= 0):
-                problems.append(f"{sub}: start and stop must be > 0, got {checks.plain(args)}")
-                return None
-            fn = np.geomspace if kind == "logspace" else np.linspace
-            vals = tuple(float(x) for x in fn(args[0], args[1], args[2]))
-            if integer:  # rounded, repeated values dropped
-                vals = tuple(dict.fromkeys(int(round(x)) for x in vals))
-        if not vals:
-            problems.append(f"{sub}: gives no values ({checks.plain(args)})")
-            return None
-        return vals
-    if isinstance(spec, (int, float, str, bool)):
+    if not isinstance(spec, dict):
         return (spec,)
-    problems.append(f"{path}: expected a list, a scalar or a range table, got {type(spec).__name__}")
-    return None
+    spec = dict(spec)
+    integer = spec.pop("integer", False)
+    kind, args = next(iter(spec.items()))
+    if kind == "range":
+        return tuple(range(*args))
+    fn = np.geomspace if kind == "logspace" else np.linspace
+    vals = tuple(float(x) for x in fn(args[0], args[1], args[2]))
+    if integer:  # rounded, repeated values dropped
+        vals = tuple(dict.fromkeys(int(round(x)) for x in vals))
+    return vals
 
 
-def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
-    """A sweep file's ``[grid]`` table as dimensions (values not yet checked by their axes).
+def parse_dims(grid: dict, problems: list[str], memory_budget: int | None = None) -> list[Dim]:
+    """A sweep file's ``[grid]`` table as dimensions (values not yet checked by their axes),
+    sized first: a grid past ``memory_budget`` (or the host memory available) is one problem,
+    ``grid: N points ...`` (:func:`check_grid_size`), and no value is built.
 
     Args:
         grid: The ``[grid]`` table: axis name -> values, and optionally ``zip`` -> group tables.
         problems: Messages about invalid entries are appended here (those entries are skipped).
+        memory_budget: Bytes the grid's plan may take; ``None`` means the host memory available.
 
     Returns:
-        The valid dimensions, in table order.
+        The valid dimensions, in table order (none if the grid is too large).
     """
-    dims: list[Dim] = []
+    entries: list[tuple[str, dict[str, tuple[str, Any]], bool]] = []  # dim, variable -> (path, spec), zipped
+    sizes: dict[str, int] = {}
     for name, spec in grid.items():
         if name == "zip":
             if not isinstance(spec, dict):
@@ -282,25 +484,38 @@ def parse_dims(grid: dict, problems: list[str]) -> list[Dim]:
                 if not isinstance(axes, dict) or not axes:
                     problems.append(f"{path}: expected a table of axes, each a list of values")
                     continue
-                parsed = {
-                    k: parse_values(f"{path}.{checks.toml_key(k)}", v, problems, unique=False) for k, v in axes.items()
-                }
-                vals = {k: v for k, v in parsed.items() if v is not None}
-                if len(vals) != len(parsed):
-                    continue
-                lengths = {k: len(v) for k, v in vals.items()}
-                if len(set(lengths.values())) != 1:
-                    problems.append(f"{path}: zipped axes must have equal lengths, got {lengths}")
-                    continue
-                rows = list(zip(*vals.values()))
-                if len(set(rows)) != len(rows):
-                    problems.append(f"{path}: repeated combinations of values")
-                    continue
-                dims.append(Dim(group, vals))
+                paths = {k: (f"{path}.{checks.toml_key(k)}", v) for k, v in axes.items()}
+                counts = [count_values(p, v, problems, unique=False) for p, v in paths.values()]
+                if all(c is not None for c in counts):
+                    entries.append((group, paths, True))
+                    sizes[str(group)] = max(c or 1 for c in counts)
         else:
-            vals = parse_values(f"grid.{checks.toml_key(name)}", spec, problems)
-            if vals is not None:
-                dims.append(Dim(name, {name: vals}))
+            path = f"grid.{checks.toml_key(name)}"
+            n = count_values(path, spec, problems)
+            if n is not None:
+                entries.append((name, {name: (path, spec)}, False))
+                sizes[str(name)] = n
+    try:
+        check_grid_size(sizes, memory_budget, n_variables=sum(len(e[1]) for e in entries))
+    except ValueError as err:
+        problems.append(str(err))
+        return []
+    dims: list[Dim] = []
+    for name, paths, zipped in entries:
+        vals = {k: parse_values(p, v, problems, unique=not zipped) for k, (p, v) in paths.items()}
+        if any(v is None for v in vals.values()):
+            continue
+        if zipped:
+            path = f"grid.zip.{checks.toml_key(name)}"
+            lengths = {k: len(v) for k, v in vals.items() if v is not None}
+            if len(set(lengths.values())) != 1:
+                problems.append(f"{path}: zipped axes must have equal lengths, got {lengths}")
+                continue
+            rows = list(zip(*vals.values()))
+            if len(set(rows)) != len(rows):
+                problems.append(f"{path}: repeated combinations of values")
+                continue
+        dims.append(Dim(name, {k: v for k, v in vals.items() if v is not None}))
     return dims
 
 

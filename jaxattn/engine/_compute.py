@@ -291,7 +291,9 @@ class ProgressBar:
 
     def segment(self, k: int, share: float = 1.0) -> None:
         with self.lock:
-            self.bar.update(float(self.units[k]) * share)
+            # the shares' float sum may pass the total by a rounding: tqdm would warn and show a
+            # negative time left
+            self.bar.update(max(0.0, min(float(self.units[k]) * share, self.bar.total - self.bar.n)))
 
     def close(self) -> None:
         self.bar.close()

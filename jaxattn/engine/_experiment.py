@@ -266,6 +266,20 @@ class Experiment:
         """
         raise NotImplementedError
 
+    def setup_bytes(self, config, values: dict[str, list]) -> int:
+        """Memory :meth:`setup` needs (the shared data and the workspace that makes it), found
+        from the config and the axes' values alone: a run whose setup would not fit is refused
+        before it starts.
+
+        Args:
+            config: The run's config.
+            values: Each axis's sorted values, as :meth:`setup` gets them.
+
+        Returns:
+            Bytes (default ``0``: a setup too small to matter).
+        """
+        return 0
+
     def bytes_per_point(self, static) -> int:
         """Device memory one point needs (sizes chunks from a memory budget).
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxattn.core import precision
 from jaxattn.core.checks import plain
-from jaxattn.engine._axes import Grid, check_dims
+from jaxattn.engine._axes import Grid, available_memory, check_dims, check_grid_size, size_text
 from jaxattn.engine._experiment import Experiment
 
 DEFAULT_MEMORY_BUDGET = 2 * 10**9
@@ -139,17 +139,25 @@ def make_plan(
         group: Members per group; ``None`` means :meth:`Experiment.default_group`.
         devices (Sequence[jax.Device] | None): The devices the run computes on (the default
             block follows their kind); ``None`` means ``jax.local_devices()``.
-        memory_budget: Bytes per chunk (the default block on accelerators fits it); ``None``
-            means :func:`default_memory_budget`.
+        memory_budget: Bytes per chunk (the default block on accelerators fits it), and what
+            the grid's plan may take in host memory (:func:`check_grid_size`); ``None`` means
+            :func:`default_memory_budget`.
 
     Returns:
         The ``Plan``, with :meth:`Experiment.setup` run.
 
     Raises:
-        GridError: Listing every problem in the config, grid, fixed values and block shape.
+        GridError: Listing every problem in the config, grid, fixed values and block shape;
+            a grid too large for the memory budget or the host, alone, before anything else.
     """
     config = experiment.config_type() if config is None else config
     grid = Grid(()) if grid is None else grid
+    # sized before any point is listed (the streams below list them all)
+    budget = default_memory_budget(devices) if memory_budget is None else memory_budget
+    try:
+        check_grid_size({d.name: d.size for d in grid.dims}, budget, n_variables=len(grid.variables))
+    except ValueError as err:
+        raise GridError([str(err)]) from None
     problems = []
     if not isinstance(config, experiment.config_type):
         problems.append(f"config: expected {experiment.config_type.__name__}, got {type(config).__name__}")
@@ -185,8 +193,14 @@ def make_plan(
     values = {a.name: sorted(set(_column(grid, fixed_axes, a.name)), key=_sort_key) for a in experiment.axes}
     # the shared data (directions, test sets, banks) at full precision whatever the run's
     # matmul_precision: a faster mode changes the run, never the problem it is run on
+    why = _too_large(experiment, "its setup", experiment.setup_bytes(config, values), devices)
+    if why is not None:
+        raise GridError([why])
     with jax.enable_x64(experiment.uses_x64(config)), precision.matmul("highest"):
         static, shared = experiment.setup(config, values)
+    why = _too_large(experiment, "one grid point", experiment.bytes_per_point(static), devices)
+    if why is not None:
+        raise GridError([why])
     want, got = experiment.matmul_precision(config), experiment.static_matmul_precision(static)
     if want != got:  # a program traced at one precision must never serve another
         raise GridError(
@@ -206,6 +220,41 @@ def make_plan(
         sizes = Counter(plan.stream_key(p) for p in grid.points())
         plan = replace(plan, block=default_block(plan, len(sizes), max(sizes.values()), devices, memory_budget))
     return plan
+
+
+def device_memory(devices=None) -> int | None:
+    """The memory one of the run's devices holds: the host memory available now on a CPU
+    (:func:`~jaxattn.engine._axes.available_memory`), an accelerator's ``bytes_limit``.
+
+    Args:
+        devices (Sequence[jax.Device] | None): The run's devices; ``None`` means
+            ``jax.local_devices()``.
+
+    Returns:
+        Bytes, or ``None`` where the backend does not say.
+    """
+    devices = list(jax.local_devices() if devices is None else devices)
+    if devices[0].platform == "cpu":
+        return available_memory()
+    try:
+        return min(int((d.memory_stats() or {})["bytes_limit"]) for d in devices)
+    except Exception:  # noqa: BLE001 - a backend without memory statistics
+        return None
+
+
+def _too_large(experiment: Experiment, what: str, need: int, devices) -> str | None:
+    """Why a run cannot start on the devices: its setup, or one grid point's state alone (the
+    experiment's bytes per point, without the workspace a chunk adds), exceeds a device's
+    memory. Said before anything is compiled, instead of an allocation failure after."""
+    devices = list(jax.local_devices() if devices is None else devices)
+    have = device_memory(devices)
+    if have is None or need <= have:
+        return None
+    kind = "host memory available" if devices[0].platform == "cpu" else f"memory of one {devices[0].platform} device"
+    return (
+        f"{experiment.name}: {what} needs about {size_text(need)}, more than the "
+        f"{size_text(have)} of {kind}; make the model smaller"
+    )
 
 
 def default_memory_budget(devices=None) -> int:

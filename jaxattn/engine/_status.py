@@ -27,8 +27,11 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool 
     chunk whose checksum or size is not the one recorded: :func:`damaged`) and ``pending`` (the
     rest, damaged ones included);
     each worker's computed chunks, claims and last heartbeat; the grid points that diverged; and
-    the pace: ``seconds_per_chunk`` (one worker) and ``seconds_left`` (all workers together, at
-    the rate of the last chunks).
+    the time left: ``seconds_per_chunk``, the mean of the chunks' own compute times (recorded
+    in the log as each is written; the first chunk of each run, its compile included, counts
+    as it will again), and ``seconds_left``, the chunks left at that time each, shared by the
+    workers running now (those with a live claim), or by one worker when none runs (after a
+    crash the time left is that of the next run, not 0).
 
     Args:
         root: The store's folder.
@@ -40,7 +43,8 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool 
             ``damaged`` (id -> reason), ``claimed``, ``stale``, ``pending``, ``workers`` (label -> host, pid, computed, claimed,
             last_seen_seconds_ago, and ``slurm``: job_id, array_job_id, array_task_id,
             restart_count where the worker ran under SLURM), ``diverged`` (the points' values), ``version``,
-            ``seconds_per_chunk`` and ``seconds_left``.
+            ``running`` (the workers with a live claim), ``seconds_per_chunk`` and ``seconds_left``
+            (``None`` where no chunk time is known).
 
     Raises:
         NotAStore: If ``root`` has no manifest.
@@ -79,7 +83,12 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool 
         age = round(c.age(now), 1)
         w["last_seen_seconds_ago"] = age if w["last_seen_seconds_ago"] is None else min(age, w["last_seen_seconds_ago"])
     left = [c for c in ids if c not in done and c not in failed]
-    rate = _recent_rate([e["time"] for e in _computed(log)])
+    running = len({held[cid].worker for cid in claimed})
+    per_chunk = seconds_per_chunk(root, log)
+    if not left:
+        seconds_left = 0.0
+    else:
+        seconds_left = None if per_chunk is None else round(len(left) * per_chunk / max(1, running), 1)
     return {
         "model": man["experiment"],
         "n_points": sum(len(c["points"]) for c in man["chunks"]),
@@ -93,19 +102,14 @@ def status(root: str, claim_timeout: float = claims.DEFAULT_TIMEOUT, full: bool 
         "workers": workers,
         "diverged": diverged,
         "version": man.get("version"),
-        "seconds_per_chunk": seconds_per_chunk(root, log),
-        "seconds_left": round(len(left) / rate, 1) if rate and left else (0.0 if not left else None),
+        "running": running,
+        "seconds_per_chunk": per_chunk,
+        "seconds_left": seconds_left,
     }
 
 
 def _worker(host, pid) -> dict:
     return {"host": host, "pid": pid, "computed": [], "claimed": [], "last_seen_seconds_ago": None}
-
-
-def _recent_rate(times: list[float], n: int = 20) -> float | None:
-    """Chunks per second over the last ``n`` chunks finished, all workers together."""
-    ts = sorted(times)[-n:]
-    return (len(ts) - 1) / (ts[-1] - ts[0]) if len(ts) >= 2 and ts[-1] > ts[0] else None
 
 
 def _is_computed(event: dict) -> bool:
@@ -117,18 +121,22 @@ def _computed(log: list[dict]) -> list[dict]:
 
 
 def seconds_per_chunk(root: str, log: list[dict] | None = None) -> float | None:
-    """Mean time between consecutive chunks of one process, from the log (``None`` if unknown;
-    ``log``: the log already read).
+    """The mean compute time of a chunk: the chunks' own times, recorded in the log; for a log
+    written before they were, the mean time between consecutive chunks of one process.
 
     Args:
         root: The store's folder.
         log: The log already read; ``None`` reads it.
 
     Returns:
-        Seconds per chunk, or ``None`` if no process computed two chunks.
+        Seconds per chunk, or ``None`` if no chunk time is known.
     """
+    events = _computed(read_log(root) if log is None else log)
+    own = [float(e["seconds"]) for e in events if isinstance(e.get("seconds"), (int, float))]
+    if own:
+        return float(np.mean(own))
     by_proc: dict[tuple, list[float]] = {}
-    for e in _computed(read_log(root) if log is None else log):
+    for e in events:
         by_proc.setdefault((e.get("host"), e["pid"]), []).append(e["time"])
     gaps = [b - a for ts in by_proc.values() for a, b in zip(ts, ts[1:])]
     return float(np.mean(gaps)) if gaps else None

@@ -58,7 +58,7 @@ class Report:
     wall_seconds: float
 
 
-def sweep_plan(sweep: Sweep, out: str | None = None) -> Plan:
+def sweep_plan(sweep: Sweep, out: str | None = None, memory_budget: int | None = None) -> Plan:
     """The engine's plan of a sweep (its experiment, config, grid, fixed axes and block shape).
 
     A sweep file without ``block`` takes the block of the store at ``out`` where there is one:
@@ -68,9 +68,11 @@ def sweep_plan(sweep: Sweep, out: str | None = None) -> Plan:
     Args:
         sweep: The parsed sweep file.
         out: The store's folder, if any.
+        memory_budget: Bytes, in place of the sweep file's ``memory_budget``; ``None`` keeps
+            the file's.
 
     Returns:
-        The ``Plan`` (see :func:`~jaxattn.engine._plan.make_plan`).
+        The ``Plan`` (see :func:`~jaxattn.engine.make_plan`).
     """
     block = sweep.block
     if block is None and out is not None:
@@ -86,7 +88,7 @@ def sweep_plan(sweep: Sweep, out: str | None = None) -> Plan:
         fixed=sweep.fixed_axes,
         block=block,
         group=sweep.group,
-        memory_budget=sweep.memory_budget,
+        memory_budget=memory_budget or sweep.memory_budget,
     )
 
 
@@ -142,7 +144,13 @@ def open_store(
         raise ValueError(f"out: {why}")
     if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    os.makedirs(os.path.join(out, "chunks"), exist_ok=True)
+    for folder in ("chunks", "claims"):
+        os.makedirs(os.path.join(out, folder), exist_ok=True)
+    # every folder the run writes, probed before a chunk is computed (a chunk computed into a
+    # folder that refuses it would be lost)
+    why = store.out_problem(out)
+    if why is not None:
+        raise ValueError(f"out: {why}")
     store.remove_stale_tmp(out)
     identity = sweep.identity(plan.block, plan.group)
     points = plan.grid.points()
@@ -353,7 +361,7 @@ def run_sweep(
     if claim_timeout <= 0:
         raise ValueError(f"claim_timeout must be > 0 seconds, got {claim_timeout}")
     cache.enable()  # sweeps remember their programs (unless JAXATTN_NO_CACHE is set)
-    plan = sweep_plan(sweep, out)
+    plan = sweep_plan(sweep, out, memory_budget)
     devices = tuple(jax.local_devices() if devices is None else devices)
     if jax.process_count() > 1:
         worker = worker or (jax.process_index(), jax.process_count())
@@ -417,12 +425,17 @@ def run_sweep(
             cid = claim.chunk
             points = [tuple(p) for p in by_id[cid]["points"]]
             try:
+                t_chunk = time.perf_counter()
                 with claims.Heartbeat(out, claim, interval):
                     res = compute_chunk(plan, points, devices, bar, by_id[cid].get("groups", man["groups"]), n_blocks)
                     store.write_chunk(
                         out, cid, store.chunk_dataset(plan.variables, layout, cid, sweep.model, points, res)
                     )
-                store.log_event(out, event="computed", chunk=cid, worker=label, process=jax.process_index())
+                # the chunk's own time (status estimates the time left from these)
+                seconds = round(time.perf_counter() - t_chunk, 3)
+                store.log_event(
+                    out, event="computed", chunk=cid, worker=label, process=jax.process_index(), seconds=seconds
+                )
                 computed.append(cid)
             except Exception as err:  # a failed chunk is recorded and the sweep goes on
                 failed[cid] = f"{type(err).__name__}: {err}"

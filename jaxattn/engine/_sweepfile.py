@@ -26,8 +26,10 @@ A sweep file is TOML::
 
 The ``[fixed]`` fields are those of the experiment's config type (:mod:`jaxattn.engine.config`),
 so a sweep file takes exactly what the Python API and the command line take. Every mistake is
-collected and reported at once, each with its path in the file (``grid.eta.logspace: ...``), as
-a :class:`SweepFileError`.
+collected and reported at once, each with its path in the file (``grid.eta.logspace: ...``,
+``fixed.D: ...``), as a :class:`SweepFileError`. The grid is sized from the file before any of
+its values is built, and one too large for the memory budget is one of those problems
+(``grid: 1000000000 points ...``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "m
 
 
 class SweepFileError(ValueError):
-    """Every problem found in a sweep file, each as ``path: message``.
+    """Every problem found in a sweep file, each as ``path: message`` (the dotted key as
+    written in the file); the message is ``FILE: path: message`` for one problem, else the
+    count and one indented line per problem.
 
     Args:
         problems: The messages.
@@ -65,7 +69,10 @@ class SweepFileError(ValueError):
 
     def __init__(self, problems: list[str], source: str = "sweep file"):
         self.problems = list(problems)
-        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+        if len(problems) == 1:  # one line: the file, the key and what is wrong
+            super().__init__(f"{source}: {problems[0]}")
+        else:
+            super().__init__(f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems))
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ class Sweep:
         block: Streams per block; ``None`` means the store's, or the experiment's default for a new store.
         group: Members per group; ``None`` means the experiment's default.
         chunk_size: Points per chunk; ``None`` sizes chunks from ``memory_budget``.
-        memory_budget: Bytes per chunk.
+        memory_budget: Bytes per chunk, and what the grid's plan may take in host memory.
         text: The file as written.
     """
 
@@ -170,27 +177,34 @@ def parse_size(value) -> int:
     Raises:
         ValueError: If ``value`` is not a positive size.
     """
-    if isinstance(value, bool):
-        raise ValueError(f"expected a size like '2GB', got {plain(value)}")
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError(f"expected a size like '2GB' or '512MiB', got {plain(value)}")
     if isinstance(value, int):
         n = value
     else:
-        m = re.fullmatch(r"\s*([0-9.]+)\s*([a-zA-Z]*)\s*", str(value))
+        m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*", value)
         if not m or m.group(2).lower() not in _UNITS:
             raise ValueError(f"expected a size like '2GB' or '512MiB', got {plain(value)}")
-        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+        # exact for integers of any length (a float would overflow past 1e308)
+        whole, _, frac = m.group(1).partition(".")
+        unit = _UNITS[m.group(2).lower()]
+        n = int(whole or "0") * unit + (int(frac) * unit // 10 ** len(frac) if frac else 0)
     if n <= 0:
         raise ValueError(f"must be positive, got {plain(value)}")
     return n
 
 
-def parse(text: str, source: str = "sweep file") -> Sweep:
+def parse(text: str, source: str = "sweep file", *, memory_budget: int | None = None) -> Sweep:
     """Parse and validate a sweep file's text; raises :class:`SweepFileError` listing every
-    problem found (TOML syntax errors are reported alone: nothing else can be read then).
+    problem found, each under its dotted key as written (TOML syntax errors are reported alone:
+    nothing else can be read then). The grid is sized before its values are built
+    (:func:`~jaxattn.engine._axes.check_grid_size`, against the memory budget).
 
     Args:
         text: The file's TOML text.
         source: The file's name, for the messages.
+        memory_budget: Bytes, in place of the file's ``execution.memory_budget`` (the command
+            line's ``--memory-budget``); ``None`` keeps the file's.
 
     Returns:
         The validated :class:`Sweep`.
@@ -198,6 +212,12 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
     Raises:
         SweepFileError: Listing every problem found.
     """
+    return _parse(text, source, memory_budget, sized=True)
+
+
+def _parse(text: str, source: str, memory_budget: int | None, sized: bool) -> Sweep:
+    """:func:`parse`; ``sized=False`` sizes the grid against the host memory only (a store's
+    own file, planned when the store was made, perhaps under a larger ``--memory-budget``)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -211,8 +231,8 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
     experiment = None
     if model_name is None:
         problems.append(f"model: missing (one of {', '.join(names)})")
-    elif model_name not in names:
-        problems.append(f"model: unknown model {model_name!r} (one of {', '.join(names)})")
+    elif not isinstance(model_name, str) or model_name not in names:
+        problems.append(f"model: unknown model {plain(model_name)} (one of {', '.join(names)})")
     else:
         experiment = registry.get(model_name)
     tables = {}
@@ -223,17 +243,8 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
             tbl = {}
         tables[name] = tbl
     fixed, execution = tables["fixed"], tables["execution"]
-    dims = parse_dims(tables["grid"], problems)
 
-    variables = [v for d in dims for v in d.values]
-    for v in sorted({v for v in variables if variables.count(v) > 1}):
-        problems.append(f"grid: variable {v!r} appears in more than one dimension")
-    dim_names = [d.name for d in dims]
-    for n in sorted({n for n in dim_names if dim_names.count(n) > 1}):
-        problems.append(f"grid.zip.{n}: dimension name used twice")
-    for v in sorted(set(variables) & set(fixed)):
-        problems.append(f"fixed.{toml_key(v)}: also a grid axis (give it in one place)")
-
+    # the execution options first: the memory budget sizes the grid before its values are built
     opts: dict[str, Any] = {}
     for key, value in execution.items():
         if key not in EXECUTION_KEYS:
@@ -247,6 +258,19 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
             problems.append(f"execution.{key}: expected an integer >= 1, got {plain(value)}")
         else:
             opts[key] = value
+    if memory_budget is not None:
+        opts["memory_budget"] = memory_budget
+    budget = opts.get("memory_budget", DEFAULT_MEMORY_BUDGET) if sized else None
+    dims = parse_dims(tables["grid"], problems, budget)
+
+    variables = [v for d in dims for v in d.values]
+    for v in sorted({v for v in variables if variables.count(v) > 1}):
+        problems.append(f"grid: variable {v!r} appears in more than one dimension")
+    dim_names = [d.name for d in dims]
+    for n in sorted({n for n in dim_names if dim_names.count(n) > 1}):
+        problems.append(f"grid.zip.{n}: dimension name used twice")
+    for v in sorted(set(variables) & set(fixed)):
+        problems.append(f"fixed.{toml_key(v)}: also a grid axis (give it in one place)")
 
     config, fixed_axes = None, {}
     if experiment is not None:
@@ -264,10 +288,7 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
                 f"fixed.{toml_key(k)}: unknown parameter (expected one of "
                 f"{', '.join(sorted(set(experiment.fields()) | set(axes)))})"
             )
-        config, cproblems = cfgs.from_mapping(
-            experiment.config_type, {k: v for k, v in fields.items() if k not in unknown}
-        )
-        problems += cproblems
+        config = _config(experiment.config_type, {k: v for k, v in fields.items() if k not in unknown}, problems)
         dims = check_dims(
             dims,
             axes,
@@ -280,24 +301,81 @@ def parse(text: str, source: str = "sweep file") -> Sweep:
     return Sweep(model_name, fixed, tuple(dims), config, fixed_axes, text=text, **opts)
 
 
-def load_file(path) -> Sweep:
+def _config(config_type: type, fields: dict[str, Any], problems: list[str]):
+    """The config of a ``[fixed]`` table, every problem under its key: each value's type (and a
+    table-valued field given as a string, which TOML does not read as a table), then the
+    config's own checks, again and again without each field they name, so that two bad values
+    are two problems. A message that names no field given in the file stays under ``fixed``."""
+    specs = cfgs.field_specs(config_type)
+    values: dict[str, Any] = {}
+    dropped: set[str] = set()  # the fields with a problem, left at their defaults
+    for key, value in fields.items():
+        spec = specs[key]
+        msg = cfgs.check_value(spec, value)
+        if msg is None and spec.kind == "custom" and isinstance(value, str):
+            try:
+                ok = isinstance(json.loads(value), dict)
+            except ValueError:
+                ok = False
+            msg = None if ok else f"expected a table ({toml_key(key)} = {{ ... }}), got {plain(value)}"
+        if msg is None:
+            try:
+                values[key] = cfgs.convert(spec, value)
+            except (ValueError, TypeError, KeyError) as err:
+                msg = str(err)
+        if msg is not None:
+            problems.append(f"fixed.{toml_key(key)}: {msg}")
+            dropped.add(key)
+    while True:
+        try:
+            config = config_type(**{k: v for k, v in values.items() if k not in dropped}).validate()
+        except (ValueError, TypeError) as err:
+            msg = str(err)
+            name = msg.split(" ", 1)[0].rstrip(":,")
+            if name in dropped:  # a default put in a bad value's place disagrees with another value
+                return None
+            if name in values:
+                problems.append(f"fixed.{toml_key(name)}: {msg}")
+                dropped.add(name)
+                continue
+            problems.append(f"fixed: {msg}")
+            return None
+        return None if dropped else config
+
+
+def _read(path) -> str:
+    """A sweep file's text; one that is not UTF-8 text is a :class:`SweepFileError`."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SweepFileError(
+            [f"not a text file: byte {data[err.start]:#04x} at offset {err.start} is not UTF-8 (a sweep file is TOML)"],
+            str(path),
+        ) from None
+
+
+def load_file(path, *, memory_budget: int | None = None) -> Sweep:
     """Read and validate a sweep file.
 
     Args:
         path: The file's path.
+        memory_budget: Bytes, in place of the file's ``execution.memory_budget``; ``None``
+            keeps the file's.
 
     Returns:
         The validated :class:`Sweep`.
 
     Raises:
-        SweepFileError: Listing every problem found.
+        SweepFileError: Listing every problem found (a file that is not UTF-8 text is one).
     """
-    with open(path, encoding="utf-8") as f:
-        return parse(f.read(), source=str(path))
+    return parse(_read(path), source=str(path), memory_budget=memory_budget)
 
 
 def read_sweep(root: str) -> Sweep:
-    """The sweep file a store was made with.
+    """The sweep file a store was made with; its grid is sized against the host memory only
+    (the store was planned under its own memory budget).
 
     Args:
         root: The store's folder.
@@ -306,8 +384,7 @@ def read_sweep(root: str) -> Sweep:
         The ``Sweep`` parsed from ``root/sweep.toml``.
     """
     path = os.path.join(root, "sweep.toml")
-    with open(path, encoding="utf-8") as f:
-        return parse(f.read(), source=path)
+    return _parse(_read(path), path, None, sized=False)
 
 
 def _toml_value(v) -> str:

@@ -26,12 +26,15 @@ import functools
 import hashlib
 import os
 import pickle
+import sys
 
 import jax
 
+from jaxattn.core.checks import unwritable
 from jaxattn.engine._files import atomic_write
 
 _STATE: dict[str, str | None] = {"programs": None}
+_SAID: set[str] = set()  # unusable cache folders already reported
 
 
 def root() -> str:
@@ -64,15 +67,28 @@ def enable(path: str | None = None) -> str | None:
         path: The cache folder; ``None`` means :func:`root`.
 
     Returns:
-        The folder, or ``None`` if the caches are disabled or the folder cannot be created.
+        The folder, or ``None`` if the caches are disabled or the folder cannot be written (said
+        once per process, on stderr: every run then compiles afresh).
     """
     if disabled():
         return None
     path = path or root()
-    try:
-        os.makedirs(os.path.join(path, "programs"), exist_ok=True)
-    except OSError:
-        return None  # a read-only home: run without the caches
+    programs = os.path.join(path, "programs")
+    why = unwritable(programs, folder=True)
+    if why is None:
+        try:
+            os.makedirs(programs, exist_ok=True)
+        except OSError as err:
+            why = err.strerror or str(err)
+    if why is not None:
+        if path not in _SAID:
+            _SAID.add(path)
+            print(
+                f"jaxattn: the compile cache {path} cannot be used ({why}); running without it, so every run "
+                "compiles afresh (set JAXATTN_CACHE_DIR to a writable folder, or JAXATTN_NO_CACHE=1)",
+                file=sys.stderr,
+            )
+        return None
     if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
         jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
         # every program, the small ones too: a second process then compiles nothing at all
@@ -91,9 +107,19 @@ def program_dir() -> str | None:
 
 
 @functools.cache
-def _package_hash() -> str:
+def source_hash(top: str | None = None) -> str:
+    """A hash of the package's source: every ``.py`` file under it, by name and content, in a
+    fixed order. What the code computes is keyed by it (exported programs here; the results a
+    script keeps for a rerun), so an edited package never serves an old result.
+
+    Args:
+        top: The package's folder; ``None`` means the installed jaxattn.
+
+    Returns:
+        64 hex digits.
+    """
     h = hashlib.sha256()
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the jaxattn package
+    top = top or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for d, dirs, files in sorted(os.walk(top)):
         dirs.sort()
         for f in sorted(files):
@@ -147,7 +173,7 @@ def fingerprint(experiment, static, name: str, signature: tuple, platform: str, 
             jax.__version__,
             jaxlib.__version__,  # pyright: ignore[reportPrivateImportUsage]
             __version__,
-            _package_hash(),
+            source_hash(),
             module,
             acts,
             experiment.name,

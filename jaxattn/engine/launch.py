@@ -11,7 +11,11 @@ processes of this machine.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import shutil
+import sys
 
 from jaxattn.core.checks import plain
 
@@ -19,6 +23,11 @@ try:
     import submitit
 except ImportError:  # an optional extra: jaxattn[cluster]
     submitit = None
+
+
+class SubmitError(RuntimeError):
+    """SLURM cannot take the job array: its commands are missing here, or ``sbatch`` refused the
+    submission; the message is one line (the last line of SLURM's own error)."""
 
 
 def _require():
@@ -92,6 +101,8 @@ def submit(
     Raises:
         ImportError: If submitit is not installed.
         ValueError: If ``executor`` or ``workers`` is invalid.
+        SubmitError: If ``executor="slurm"`` and SLURM's ``sbatch`` or ``srun`` is not on the
+            ``PATH`` (found before anything is written), or ``sbatch`` refuses the job.
     """
     _require()
     assert submitit is not None
@@ -99,6 +110,14 @@ def submit(
         raise ValueError(f"executor must be 'slurm' or 'local', got {plain(executor)}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if executor == "slurm":
+        missing = [c for c in ("sbatch", "srun") if shutil.which(c) is None]
+        if missing:
+            raise SubmitError(
+                f"executor 'slurm' needs SLURM's sbatch and srun; {' and '.join(missing)} "
+                f"{'is' if len(missing) == 1 else 'are'} not on the PATH (run it where SLURM is, or use "
+                "--executor local for processes of this machine)"
+            )
     import jax
 
     from jaxattn.engine._sweep import open_store, sweep_plan
@@ -108,7 +127,10 @@ def submit(
     out = os.path.abspath(out)
     plan = sweep_plan(sweep, out)
     open_store(sweep, plan, out, len(jax.local_devices()))
-    ex = submitit.AutoExecutor(folder=folder or os.path.join(out, "submitit"), cluster=executor)
+    try:
+        ex = submitit.AutoExecutor(folder=folder or os.path.join(out, "submitit"), cluster=executor)
+    except RuntimeError as err:  # submitit's own check that srun runs
+        raise SubmitError(f"executor {executor!r}: {_one_line(err)}") from None
     params: dict = {"timeout_min": time_min, "name": f"jaxattn-{sweep.model}"}
     if gpus_per_node is not None:
         params["gpus_per_node"] = gpus_per_node
@@ -122,7 +144,26 @@ def submit(
             params["slurm_partition"] = partition
     ex.update_parameters(**params)
     n = workers
-    return ex.map_array(SweepWorker(), [sweep.text] * n, [out] * n, list(range(n)), [n] * n)
+    said = io.StringIO()
+    try:
+        # submitit prints sbatch's stderr before it raises it: said once, in the error, instead
+        with contextlib.redirect_stderr(said):
+            jobs = ex.map_array(SweepWorker(), [sweep.text] * n, [out] * n, list(range(n)), [n] * n)
+    except RuntimeError as err:  # sbatch refused it (submitit's FailedJobError: sbatch's stderr)
+        if executor != "slurm":
+            sys.stderr.write(said.getvalue())
+            raise
+        raise SubmitError(
+            f"sbatch refused the job array: {_one_line(err)} (the plan is in {out}; nothing was computed)"
+        ) from None
+    sys.stderr.write(said.getvalue())
+    return jobs
+
+
+def _one_line(err: BaseException) -> str:
+    """An error's text on one line (SLURM's tools write a line per step, the cause last)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return "; ".join(lines) if lines else type(err).__name__
 
 
 def wait(jobs) -> list[list[int]]:

@@ -12,7 +12,8 @@
     PATH/claims/c000014.json who is computing chunk 14 (host, process, worker, heartbeat):
                              :mod:`jaxattn.engine._claims`
     PATH/log.jsonl           one line per worker start and per chunk computed (host, process,
-                             worker, time)
+                             worker, time, and the chunk's compute time in seconds)
+    PATH/plots/error.png     the figures of ``jaxattn sweep plot`` (by default)
 
 A chunk file is written under a temporary name (host, process and a random part: no two writers
 collide, on one host or several) and renamed into place (``os.replace`` is atomic), so a run
@@ -48,8 +49,16 @@ STALE_TMP_SECONDS = 24 * 3600  # a temporary file this old is a write that died,
 
 
 MANIFEST_KEYS = ("identity", "experiment", "block", "group", "groups", "variables", "grid", "chunks")
-STORE_ENTRIES = ("chunks", "claims", "sweep.toml", "manifest.json", "log.jsonl", "submitit")
+STORE_ENTRIES = ("chunks", "claims", "sweep.toml", "manifest.json", "log.jsonl", "submitit", "plots")
 """The entries a store's folder may hold (and temporary files): a folder with others is not a store."""
+FIGURE_EXTENSIONS = tuple(".png .pdf .svg .svgz .jpg .jpeg .eps .ps .tif .tiff .webp .gif .avif .pgf".split())
+"""Figures that ``sweep plot`` wrote into a store's own folder before plots went to ``plots/``:
+a store (a folder with ``chunks/`` or ``sweep.toml``) may hold them beside its entries."""
+
+
+class IncompleteStore(UserWarning):
+    """A store loaded with ``complete=False`` whose grid has points not finished (pending,
+    failed or damaged chunks); the message says how many."""
 
 
 class NotAStore(FileNotFoundError):
@@ -296,7 +305,8 @@ def require_manifest(root: str) -> dict:
 
 def foreign_entries(root: str) -> list[str]:
     """What a folder holds besides a store's own entries (a folder that is not a store, or not
-    only one).
+    only one). Figures beside a store's entries are its own (``sweep plot`` wrote them there
+    before it wrote to ``plots/``), not other things.
 
     Args:
         root: A folder (need not exist).
@@ -306,7 +316,15 @@ def foreign_entries(root: str) -> list[str]:
     """
     if not os.path.isdir(root):
         return []
-    return sorted(n for n in os.listdir(root) if n not in STORE_ENTRIES and ".tmp-" not in n)
+    names = os.listdir(root)
+    is_store = "chunks" in names or "sweep.toml" in names
+    return sorted(
+        n
+        for n in names
+        if n not in STORE_ENTRIES
+        and ".tmp-" not in n
+        and not (is_store and os.path.splitext(n)[1].lower() in FIGURE_EXTENSIONS)
+    )
 
 
 def finished(root: str) -> set[int]:
@@ -473,7 +491,8 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
     """The finished chunks of a store as one Dataset over the sweep's grid: one dimension per
     grid dimension (a zipped group is one dimension with a coordinate per variable), then the
     observables' own dimensions. With ``complete`` (default), unfinished points are an error;
-    otherwise they are ``NaN`` (``False`` for flags) and ``done`` marks the finished points.
+    otherwise they are ``NaN`` (``False`` for flags), ``done`` marks the finished points, and a
+    store with points not finished says how many in an :class:`IncompleteStore` warning.
 
     Args:
         root: The store's folder.
@@ -554,13 +573,24 @@ def load_store(root: str, *, complete: bool = True) -> xr.Dataset:
     out = xr.Dataset(data, coords=coords)
     if not complete:
         out["done"] = (dim_names, done.reshape(grid.shape))
+        missing = int(grid.n_points - done.sum())
+        if missing:
+            warnings.warn(
+                f"{root}: {missing} of {grid.n_points} points not finished (pending, failed or damaged "
+                "chunks): NaN there, done = False",
+                IncompleteStore,
+                stacklevel=2,
+            )
     out.attrs = {**man.get("attrs", {}), "sweep": sweep.text, "jaxattn_version": man.get("version", "")}
     return out
 
 
 def out_problem(out: str) -> str | None:
     """Why ``out`` cannot hold a store, if it cannot: a path under a file, a folder that cannot
-    be created or written, or one that holds other things and no store. Writes nothing.
+    be created or written, one that holds other things and no store, or a store whose own
+    folders (``chunks/``, ``chunks/damaged/``, ``claims/``) or log a run could not write.
+    Each is probed by creating and removing a file (:func:`jaxattn.core.checks.unwritable`),
+    so a run finds them before it computes a chunk, not after. Leaves nothing behind.
 
     Args:
         out: The store's folder.
@@ -571,6 +601,12 @@ def out_problem(out: str) -> str | None:
     why = unwritable(out, folder=True)
     if why is not None:
         return why
+    for sub in ("chunks", os.path.join("chunks", "damaged"), "claims", "log.jsonl"):
+        path = os.path.join(out, sub)
+        if os.path.lexists(path):
+            why = unwritable(path, folder=sub != "log.jsonl")
+            if why is not None:
+                return why
     if os.path.isdir(out) and not os.path.exists(os.path.join(out, "manifest.json")):
         other = foreign_entries(out)
         if other:

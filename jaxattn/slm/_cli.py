@@ -8,12 +8,20 @@ Every command accepts ``--json`` to print its headline numbers as one JSON objec
 
 from __future__ import annotations
 
-import os
-
 import click
 import numpy as np
 
-from jaxattn.cli.common import Choice, OutPath, axis_list, clean_errors, config_from, config_options, emit
+from jaxattn.cli.common import (
+    Choice,
+    OutPath,
+    axis_list,
+    clean_errors,
+    config_from,
+    config_options,
+    emit,
+    fail_late,
+    figure_error,
+)
 from jaxattn.core.attention import available_activations
 from jaxattn.core.precision import MATMUL_PRECISIONS
 from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
@@ -59,20 +67,33 @@ def _prior(o: dict):
     return priors.from_name(o["prior"], o["F"], o["nu"])
 
 
-def _seeds(o: dict) -> list[int]:
-    if o["seeds"] < 1:
-        raise ValueError(f"seeds must be >= 1, got {o['seeds']}")
-    return list(range(o["seeds"]))
+def _seeds(o: dict) -> range:
+    from jaxattn.core import checks
+
+    # a range, not a list: the grid is sized from its length before any point is built
+    return range(checks.integer("seeds", o["seeds"], 1))
 
 
 def _grid(o: dict) -> dict:
     return dict(seed=_seeds(o), H=o["H"], L=o["L"], eta=o["eta"], signal=o["signal"])
 
 
+def _config(config_type: type, o: dict):
+    """The command's config; a ``--t-min`` given above ``--t-max`` (an empty range of recording
+    times) is refused here, where it is known to be the user's and not the default's."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    given = ctx is not None and ctx.get_parameter_source("t_min") not in (None, ParameterSource.DEFAULT)
+    if given and o["t_min"] > o["t_max"]:
+        raise ValueError(f"--t-min must be <= --t-max (an empty time range), got {o['t_min']:g} and {o['t_max']:g}")
+    return config_from(config_type, o, prior=_prior(o))
+
+
 def _train(o: dict):
     from jaxattn.slm.experiments import train as run
 
-    return run(config_from(SLMConfig, o, prior=_prior(o)), progress=o["progress"], **_grid(o))
+    return run(_config(SLMConfig, o), progress=o["progress"], **_grid(o))
 
 
 def _bayes(prior, L, n=100_000, seed=0):
@@ -92,14 +113,18 @@ def slm():
 @slm.command()
 @model_options
 @click.option(
-    "--out", type=OutPath(), default="results/slm_train.nc", show_default=True, help="netCDF file of the dataset."
+    "--out",
+    type=OutPath("netcdf"),
+    default="results/slm_train.nc",
+    show_default=True,
+    help="netCDF file of the dataset ('' for none).",
 )
 @click.option(
     "--figure",
-    type=OutPath(),
+    type=OutPath("figure"),
     default="results/slm_train.png",
     show_default=True,
-    help="PNG of M, Q and the error against time: online SGD beside its ODE.",
+    help="Figure of M, Q and the error against time: online SGD beside its ODE ('' for none).",
 )
 @click.option(
     "--ode/--no-ode",
@@ -117,10 +142,10 @@ def train(out, figure, ode, as_json, **o):
     th = _ode_beside(o) if ode else None
     if th is not None:  # in the same file: ode_M, ode_Q, ode_b, ode_error, ode_diverged
         ds = ds.assign({f"ode_{k}": th[k] for k in ("M", "Q", "b", "diverged")} | {"ode_error": th["risk"]})
-    io.save(ds, out)
+    if out:
+        io.save(ds, out)
     br = _bayes(_prior(o).scaled(o["signal"][0]), o["L"][0]).risk
-    if figure:
-        _training_figure(ds, th, br, figure)
+    fig_err = figure_error(figure, lambda path: _training_figure(ds, th, br, path))
     final = ds["error"].isel(time=-1)
     mean = final.mean("seed").values.ravel().tolist()
     n_div = int(ds["diverged"].sum())
@@ -146,11 +171,12 @@ def train(out, figure, ode, as_json, **o):
             "wall_seconds": round(
                 float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th is not None else 0), 2
             ),
-            "out": out,
-            "figure": figure,
+            "out": out or None,
+            "figure": None if fig_err else figure or None,
         },
         as_json,
     )
+    fail_late(fig_err)
 
 
 def _ode_beside(o: dict):
@@ -158,7 +184,7 @@ def _ode_beside(o: dict):
     ``slm_ode`` experiment), the ODE's own fields at their defaults; its ``noise`` axis dropped."""
     from jaxattn.slm.experiments import integrate
 
-    config = SLMODEConfig(**vars(config_from(SLMConfig, o, prior=_prior(o))))
+    config = SLMODEConfig(**vars(_config(SLMConfig, o)))
     return integrate(config, progress=o["progress"], **_grid(o)).isel(noise=0, drop=True)
 
 
@@ -189,7 +215,9 @@ def _training_figure(ds, th, bayes_risk: float, path: str) -> None:
     help="The D -> inf order-parameter ODE, or the finite-D SDE (--dt, --brownian-seed).",
 )
 @click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
-@click.option("--figure", type=OutPath(), default="results/slm_compare.png", show_default=True)
+@click.option(
+    "--figure", type=OutPath("figure"), default="results/slm_compare.png", show_default=True, help="'' for none."
+)
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def compare(theory, gradient_flow, figure, as_json, **o):
@@ -199,7 +227,7 @@ def compare(theory, gradient_flow, figure, as_json, **o):
 
     if len(o["H"]) > 1 or len(o["L"]) > 1 or len(o["eta"]) > 1 or len(o["signal"]) > 1:
         raise ValueError("compare takes one value each of H, L, eta and signal")
-    config = config_from(SLMSDEConfig if theory == "sde" else SLMODEConfig, o, prior=_prior(o))
+    config = _config(SLMSDEConfig if theory == "sde" else SLMODEConfig, o)
     c = sc.compare(
         config,
         seeds=o["seeds"],
@@ -211,10 +239,9 @@ def compare(theory, gradient_flow, figure, as_json, **o):
         theory=theory,
         progress=o["progress"],
     )
-    if figure:
-        os.makedirs(os.path.dirname(os.path.abspath(figure)), exist_ok=True)
-        sc.figure(c, figure)
-    emit({**c.deviations, "figure": figure}, as_json)
+    fig_err = figure_error(figure, lambda path: sc.figure(c, path))
+    emit({**c.deviations, "figure": None if fig_err else figure or None}, as_json)
+    fail_late(fig_err)
 
 
 @slm.command("bayes-risk")
@@ -226,6 +253,9 @@ def compare(theory, gradient_flow, figure, as_json, **o):
 @clean_errors
 def bayes_risk(prior, F, nu, L, n, seed, as_json):
     """The Bayes risk 1 - E[p_eps] of a prior, with its Nishimori twin and standard error."""
+    from jaxattn.core import checks
+
+    checks.integer("seed", seed, 0)
     r = _bayes(_prior(dict(prior=prior, F=F, nu=nu)), L, n=n, seed=seed)
     emit(
         {
@@ -245,7 +275,9 @@ def bayes_risk(prior, F, nu, L, n, seed, as_json):
 @model_options
 @click.option("--from", "source", default=None, help="Prune the runs of a saved dataset instead of training.")
 @click.option("--n-bank", type=int, default=20000, show_default=True, help="Monte Carlo draws of R(M,Q,b).")
-@click.option("--figure", type=OutPath(), default="results/slm_prune.png", show_default=True)
+@click.option(
+    "--figure", type=OutPath("figure"), default="results/slm_prune.png", show_default=True, help="'' for none."
+)
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def prune(source, n_bank, figure, as_json, **o):
@@ -276,8 +308,7 @@ def prune(source, n_bank, figure, as_json, **o):
     if not curves:
         raise ValueError("every run diverged: nothing to prune")
     mean = np.mean(curves, axis=0).tolist()
-    if figure:
-        _prune_figure(curves, cfg["activation"], figure)
+    fig_err = figure_error(figure, lambda path: _prune_figure(curves, cfg["activation"], path))
     emit(
         {
             "activation": cfg["activation"],
@@ -285,14 +316,15 @@ def prune(source, n_bank, figure, as_json, **o):
             "risk_vs_removed": mean,
             "per_seed": curves,
             "removed": removed,
-            "figure": figure,
+            "figure": None if fig_err else figure or None,
         },
         as_json,
     )
+    fail_late(fig_err)
 
 
 def _prune_figure(curves, activation, path):
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     for c in curves:
@@ -302,6 +334,4 @@ def _prune_figure(curves, activation, path):
     ax.set_ylabel("risk R(M, Q, b)")
     ax.legend()
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)

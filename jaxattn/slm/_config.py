@@ -117,6 +117,19 @@ class SLMConfig:
             if t.size == 0 or np.any(t < 0):
                 raise ValueError(f"times must be a non-empty list of values >= 0, got {plain(self.times)}")
         checks.integer("batch_size", self.batch_size, 1)
+        last = int(self.record_steps()[-1])
+        end = "times" if self.times is not None else "t_max"
+        if last < 1:
+            t = max(self.times) if self.times is not None else self.t_max
+            raise ValueError(
+                f"{end} gives no SGD step: {t:g} * D / batch_size = {t:g} * {self.D} / {self.batch_size} "
+                "rounds to 0 (raise it, or D)"
+            )
+        if last > checks.INT32_MAX:
+            raise ValueError(
+                f"{end} gives {last:.3g} SGD steps (time * D / batch_size), more than a step counter holds "
+                f"({checks.INT32_MAX})"
+            )
         checks.positive("sigma0", self.sigma0, allow_zero=True)
         checks.positive("bias_lr", self.bias_lr, allow_zero=True)
         if not float(self.diverge_bound) > 1:  # inf allowed: only non-finite values diverge

@@ -337,7 +337,7 @@ def figure(c: Comparison, path: str | None = None, bayes_risk: float | None = No
     Returns:
         The matplotlib ``Figure``.
     """
-    from jaxattn.plots import plt
+    from jaxattn.plots import plt, save
 
     p, th = c.simulation, c.theory
     kind = str(c.deviations.get("theory", "ode")).upper()
@@ -374,6 +374,5 @@ def figure(c: Comparison, path: str | None = None, bayes_risk: float | None = No
     )
     fig.tight_layout()
     if path:
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save(fig, path)
     return fig

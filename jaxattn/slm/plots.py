@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import xarray as xr
 
-from jaxattn.plots import plt
+from jaxattn.plots import plt, save
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -110,6 +110,5 @@ def training_figure(ds: xr.Dataset, bayes_risk: float | None = None, path: str |
     plot_error(ds, bayes_risk, ax=b)
     fig.tight_layout()
     if path:
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
+        save(fig, path)
     return fig

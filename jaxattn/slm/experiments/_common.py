@@ -89,6 +89,20 @@ def directions_and_test_key(config: SLMConfig) -> tuple[Float[Array, "F D"], PRN
     return task.latent_directions(jax.random.fold_in(dkey, 0), config.D, config.F), jax.random.fold_in(dkey, 1)
 
 
+def directions_bytes(config: SLMConfig) -> int:
+    """The memory :func:`directions_and_test_key` takes: ``32 F D`` bytes, twice the 16 measured
+    (the float32 Gaussian draw, its QR and the scaled copy; 6.3 GB at ``D = 4 10^8, F = 1``),
+    for XLA's own buffers.
+
+    Args:
+        config: The configuration (``D``, ``F``).
+
+    Returns:
+        Bytes.
+    """
+    return 32 * config.F * config.D
+
+
 def head_layout(times, H: int, F: int, last: str) -> Layout:
     """The outputs of a run that records order parameters per head: ``M``, ``Q``, ``b`` and
     ``last`` over ``time``, and ``diverged``.

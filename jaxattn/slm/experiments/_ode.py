@@ -24,6 +24,7 @@ from jaxattn.slm.experiments._common import (
     HYPER,
     ODE_AXES,
     directions_and_test_key,
+    directions_bytes,
     head_layout,
     masked_heads,
     point_keys,
@@ -105,6 +106,9 @@ class OrderParameterODE(Experiment):
         # the theory computes at full precision whatever the config says: the field is that of
         # the online-SGD runs the ODEs describe (slm compare), not one a sweep of them may set
         return tuple(f for f in super().fields() if f != "matmul_precision")
+
+    def setup_bytes(self, config, values) -> int:
+        return directions_bytes(config)
 
     def setup(self, config: SLMODEConfig, values):
         H_max, L_max = max(values["H"]), max(values["L"])

@@ -26,6 +26,7 @@ from jaxattn.slm.experiments._common import (
     GRID_AXES,
     HYPER,
     directions_and_test_key,
+    directions_bytes,
     head_layout,
     masked_heads,
     point_keys,
@@ -101,6 +102,9 @@ class OnlineSGDExperiment(Experiment):
         cap = min(32, max(1, 2**16 // tokens))
         return 1 << (min(cap, max(1, n_streams // 2)).bit_length() - 1)
 
+    def setup_bytes(self, config, values) -> int:
+        return directions_bytes(config)
+
     def setup(self, config: SLMConfig, values):
         cfg = sgd.SGDConfig(
             D=config.D,
@@ -171,19 +175,19 @@ class OnlineSGDExperiment(Experiment):
             return over_groups(group, n_groups, st, p)
 
         states = jax.lax.fori_loop(0, jnp.asarray(static.gaps)[k], sgd_step, states)
-        test = jax.vmap(lambda i: task.draw(jax.random.fold_in(shared["test_key"], i), prior, cfg.L_max, cfg.D))(
-            jnp.arange(static.n_test)
-        )
 
         def observe(st: sgd.SGDState, rp: sgd.RunParams):
             hm, pm = prefix_mask(rp.H, cfg.H_max), prefix_mask(rp.L, cfg.L_max)
             M, Q = network.order_parameters(st.params, dirs)
 
-            def err(d):
+            def err(i):
+                # drawn where used, a batch at a time: the whole test set at once would take
+                # n_test x L x D floats
+                d = task.draw(jax.random.fold_in(shared["test_key"], i), prior, cfg.L_max, cfg.D)
                 s = task.assemble(d, dirs, rp.L, rp.signal)
                 return network.error(st.params, s.X, s.X[s.eps], cfg.arch, hm, pm)
 
-            e = jnp.mean(jax.lax.map(err, test, batch_size=min(static.n_test, 256)))
+            e = jnp.mean(jax.lax.map(err, jnp.arange(static.n_test), batch_size=_test_batch(static)))
             M, Q, b = masked_heads(M, Q, st.params.bias, hm, st.diverged)
             return dict(M=M, Q=Q, b=b, error=jnp.where(st.diverged, jnp.nan, e))
 
@@ -203,13 +207,18 @@ class OnlineSGDExperiment(Experiment):
         c = static.cfg
         per_step = 4 * (c.H_max * c.D * 3 + c.L_max * c.D * 2 * c.batch_size)
         records = 4 * len(static.gaps) * (c.H_max * (static.F + c.H_max + 1) + 1)
-        return per_step + records
+        test = 4 * _test_batch(static) * c.L_max * c.D  # a batch of the test set, drawn
+        return per_step + records + test
 
     def progress_units(self, static: SGDStatic):
         return np.asarray(static.gaps) * static.cfg.batch_size / static.cfg.D, "t"
 
     def attrs(self, config: SLMConfig, static) -> dict:
         return {"activation": config.activation, "D": config.D, "F": config.F}
+
+
+def _test_batch(static: SGDStatic) -> int:
+    return min(static.n_test, 256)
 
 
 def _largest_self_overlap(Q):
