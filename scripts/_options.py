@@ -10,6 +10,7 @@ read ``quick``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable
 
@@ -27,3 +28,23 @@ def parse(doc: str, extra: Callable[[argparse.ArgumentParser], None] | None = No
     opt = ap.parse_args()
     os.makedirs(opt.out_dir, exist_ok=True)
     return opt
+
+
+def result_key(**settings) -> dict:
+    """What determines a script's result: its ``settings``, the package's version and a hash of
+    its source (:func:`jaxattn.engine.cache.source_hash`), as the engine's store and program
+    cache key theirs. Stored with the result as ``"key"``."""
+    from jaxattn.engine.cache import source_hash
+    from jaxattn.version import __version__
+
+    return {"jaxattn": __version__, "source": source_hash(), **settings}
+
+
+def earlier(path: str, key: dict) -> dict | None:
+    """The JSON result kept at ``path`` if it was computed under ``key`` (the same settings by the
+    same code, :func:`result_key`), else ``None``: a rerun after any change computes afresh."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        kept = json.load(f)
+    return kept if kept.get("key") == key else None

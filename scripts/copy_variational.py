@@ -14,7 +14,8 @@ P* (and the sampled barrier) of the sampled phase diagram
 (``docs/figures/copy_phase_sampled.json``, from ``scripts/copy_phase_sampled.py``).
 
 Run:  python scripts/copy_variational.py                         (55 minutes here, on a machine
-          shared with a test run; a rerun keeps the P* of an earlier run with the same settings)
+          shared with a test run; a rerun keeps the P* of an earlier run of the same code (the
+          package's version and source hash) with the same settings)
       python scripts/copy_variational.py --quick --out-dir /tmp/figs   (a smoke test: L = 8,
           N = 20, few draws)
 Writes docs/figures/copy_variational.json and the sampled phase diagram's figures with these
@@ -70,15 +71,14 @@ THEORIES = ("p_star_large_deviation", "p_star_variational")
 OUT = os.path.join(OPT.out_dir, "copy_variational.json")
 
 
+KEY = _options.result_key(n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS)
+
+
 def earlier() -> dict:
-    """The rows of an earlier run with the same settings, by ``(L, N)``: a rerun keeps their P*
-    (a killed run resumes; a rerun only recomputes the barriers)."""
-    if not os.path.exists(OUT):
-        return {}
-    d = json.load(open(OUT))
-    if (d.get("n_samples_variational"), d.get("n_samples_large_deviation")) != (N_SAMPLES, N_ROWS):
-        return {}
-    return {(r["L"], r["N"]): r for r in d["rows"]}
+    """The rows of an earlier run by the same code with the same settings, by ``(L, N)``: a rerun
+    keeps their P* (a killed run resumes; a rerun only recomputes the barriers)."""
+    kept = _options.earlier(OUT, KEY)
+    return {} if kept is None else {(r["L"], r["N"]): r for r in kept["rows"]}
 
 
 def barrier(arch: network.CopyArch, P: float | None, N: float) -> float | None:
@@ -125,7 +125,7 @@ def main():
         print(json.dumps(rows[-1]), flush=True)
     os.makedirs(OPT.out_dir, exist_ok=True)
     with open(OUT, "w") as f:
-        json.dump(dict(n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS, rows=rows), f, indent=1)
+        json.dump(dict(key=KEY, n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS, rows=rows), f, indent=1)
     figures(sampled, rows)
 
     def fmt(x, ref=None):

@@ -184,3 +184,25 @@ def test_large_deviation_compiles_once_and_names_bad_input():
         fluctuations.large_deviation_profile(network.CopyArch(L=2, V=4), 10.0, 1.0, a)
     with pytest.raises(ValueError, match="attention must be 'softmax' for the large-deviation profile"):
         fluctuations.large_deviation_profile(network.CopyArch(L=4, V=4, attention="linear"), 10.0, 1.0, a)
+
+
+def test_basin_masses_split_exactly_at_the_divider():
+    """A Gaussian density, whose masses on either side of a divider are known in closed form,
+    on a grid whose divider falls inside a cell. Split there, the trapezoid rule errs by its
+    Euler-Maclaurin leading term, h^2 / 12 |f'(divider)| on each side (1.0e-4 here); the two
+    masses add up to the rule over the whole grid. Leaving out the straddling cell, as before,
+    erred by 4.7e-2 on the log-odds."""
+    from scipy.integrate import trapezoid
+    from scipy.stats import norm
+
+    x = np.linspace(-6.0, 6.0, 201)
+    h, b = x[1] - x[0], 0.37
+    f = np.exp(-(x**2) / 2)
+    below, above = fluctuations.basin_masses(x, f, b)
+    exact = np.sqrt(2 * np.pi) * np.array([norm.cdf(b) - norm.cdf(-6.0), norm.cdf(6.0) - norm.cdf(b)])
+    lead = h**2 / 12 * b * np.exp(-(b**2) / 2)
+    assert abs(below - exact[0]) <= 1.05 * lead and abs(above - exact[1]) <= 1.05 * lead
+    assert below + above == pytest.approx(trapezoid(f, x), rel=1e-13)
+    assert np.log(above / below) == pytest.approx(np.log(exact[1] / exact[0]), abs=2.2 * lead / exact.min())
+    with pytest.raises(ValueError, match=r"^divider must lie inside the grid \(-6, 6\), got 7$"):
+        fluctuations.basin_masses(x, f, 7.0)

@@ -291,8 +291,8 @@ def variational_log_odds(
     seed: int = 0,
 ) -> float:
     """``ln(p_copy / p_uniform)`` from the variational profile (:func:`variational_profile`):
-    ``e^{-F_q(c)}`` summed over a grid of ``c`` on either side of ``c_barrier``, from ``c = -1``
-    to ``ln(L - 1) + 4`` (previous-token weight 0.98).
+    ``e^{-F_q(c)}`` integrated (:func:`basin_masses`) on either side of ``c_barrier`` over a grid
+    of ``c`` from ``c = -1`` to ``ln(L - 1) + 4`` (previous-token weight 0.98).
 
     Args:
         arch: the network (softmax attention).
@@ -309,8 +309,8 @@ def variational_log_odds(
     spacing = checks.positive("spacing", spacing)
     c = np.arange(-1.0, np.log(arch.L - 1) + 4 + spacing / 2, spacing)
     F, _ = variational_profile(arch, P, N, c, n_samples, seed)
-    w = np.exp(-(F - F.min()))
-    return float(np.log(w[c > c_barrier].sum()) - np.log(w[c <= c_barrier].sum()))
+    low, high = basin_masses(c, np.exp(-(F - F.min())), c_barrier)
+    return float(np.log(high) - np.log(low))
 
 
 def p_star_variational(
@@ -519,9 +519,9 @@ def large_deviation_log_odds(
     arch: network.CopyArch, P: float, N: float, a_barrier: float, n_a: int = 200, n_samples: int = 1024, seed: int = 0
 ) -> float:
     """``ln(p_copy / p_uniform)`` from the large-deviation profile
-    (:func:`large_deviation_profile`): ``e^{-F(a)}`` integrated (trapezoid) on either side of
-    ``a_barrier`` over ``n_a`` points equally spaced in ``ln(a / (1 - a))`` from ``a = 0.2 / L``
-    to 0.99.
+    (:func:`large_deviation_profile`): ``e^{-F(a)}`` integrated (:func:`basin_masses`) on either
+    side of ``a_barrier`` over ``n_a`` points equally spaced in ``ln(a / (1 - a))`` from
+    ``a = 0.2 / L`` to 0.99.
 
     Args:
         arch: the network (softmax attention).
@@ -538,8 +538,6 @@ def large_deviation_log_odds(
     Raises:
         ValueError: where the profile is ``NaN`` somewhere on the grid (naming the ``a``).
     """
-    from scipy.integrate import trapezoid
-
     n_a = checks.integer("n_a", n_a, 8)
     x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), n_a)
     a = 1 / (1 + np.exp(-x))
@@ -559,8 +557,37 @@ def large_deviation_log_odds(
         raise ValueError(f"the large-deviation profile has no saddle at a = {bad.min():.4g}..{bad.max():.4g} (P = {P})")
     F = np.where(ok, F, np.inf)
     dens = np.exp(-(F - F[ok].min())) * a * (1 - a)  # da = a (1 - a) dx
-    copy = a > a_barrier
-    return float(np.log(trapezoid(dens[copy], x[copy])) - np.log(trapezoid(dens[~copy], x[~copy])))
+    low, high = basin_masses(x, dens, float(np.log(a_barrier / (1 - a_barrier))))
+    return float(np.log(high) - np.log(low))
+
+
+def basin_masses(x: np.ndarray, density: np.ndarray, divider: float) -> tuple[float, float]:
+    """The masses of a density below and above ``divider``, by the trapezoid rule on the grid
+    ``x`` split exactly at the divider: the density there is interpolated linearly within its
+    cell, so the two masses add up to the trapezoid rule over the whole grid, and the cell that
+    straddles the divider is shared between them rather than left out.
+
+    Args:
+        x: The grid, increasing.
+        density: The density at ``x`` (non-negative; ``0`` where it vanishes).
+        divider: Where the basins meet, inside the grid.
+
+    Returns:
+        ``(below, above)``.
+
+    Raises:
+        ValueError: If the divider is not inside the grid.
+    """
+    from scipy.integrate import trapezoid
+
+    x, density = np.asarray(x, float), np.asarray(density, float)
+    if not x[0] < divider < x[-1]:
+        raise ValueError(f"divider must lie inside the grid ({x[0]:.6g}, {x[-1]:.6g}), got {divider:.6g}")
+    j = int(np.searchsorted(x, divider))  # x[j - 1] < divider <= x[j]
+    at = float(np.interp(divider, x[j - 1 : j + 1], density[j - 1 : j + 1]))
+    below = trapezoid(np.r_[density[:j], at], np.r_[x[:j], divider])
+    above = trapezoid(np.r_[at, density[j:]], np.r_[divider, x[j:]])
+    return float(below), float(above)
 
 
 def p_star_large_deviation(
