@@ -7,7 +7,7 @@ the reduced action with the Gaussian fluctuations of the other L^2 - 1 direction
 
 Softmax, L = 32, V = 4, at N = 20 and N = 1 (``jaxattn.copyhead.landscape.landscape`` with
 independent windows and no reweighting, ``SAMPLING`` below; ``jaxattn copy landscape --N 20
---no-exchange --n-chains 4 --reweight-span 0 --json`` runs the same). With ``--linear``: linear
+--no-exchange --chains 4 --reweight-span 0 --json`` runs the same). With ``--linear``: linear
 attention, L = 4, V = 8, along |a_G| at N = 20 and N = 1, the sampled minimum against the reduced
 action's (``jaxattn copy landscape --attention linear --L 4 --V 8 --N 20 --json``).
 

@@ -4,7 +4,7 @@ linear-attention thresholds against V and L, and the action landscapes.
 
 Writes docs/figures/copy_phase_diagram.png, copy_linear_thresholds.png and copy_landscape.png (or
 the same under --out-dir) and prints the numbers quoted in docs/claims.md as one JSON object. The
-same as ``jaxattn copy phase-diagram --out-dir docs/figures``.
+same as ``jaxattn copy phase-diagram --out docs/figures``.
 
 Run:  python scripts/copy_phase_diagram.py      (about 2 minutes on 2 cores)
       python scripts/copy_phase_diagram.py --quick --out-dir /tmp/figs   (a smoke test: L up to

@@ -8,7 +8,7 @@ The chains are 4x longer than the sampler's default (burn-in 4000, 800 draws) an
 ladders: at N = 1 the basin log-odds scatter from seed to seed 1.9x MBAR's error, and the 4x
 chains halve that scatter (``scripts/copy_landscape_seed_scatter.py``); four ladders make the
 spread between them an error estimate with three degrees of freedom. ``jaxattn copy phase-diagram --sampled --L 32
---N 1,2,3,4,5,10,20 --burn-in 4000 --n-draws 800 --n-chains 4 --json`` runs the first line.
+--N 1,2,3,4,5,10,20 --burn-in 4000 --n-draws 800 --chains 4 --json`` runs the first line.
 
 Run:  python scripts/copy_phase_sampled.py                    (about 33 minutes on 2 cores; each
                                                               (L, N) row is kept in

@@ -328,3 +328,37 @@ def test_jump_of_the_mean_and_slope_of_the_log_odds():
     assert abs(slope - 2.0) < 1e-12 and slope_err < 1e-9
     P0, e = landscape.curve_crossing(100, d, y, np.full(d.size, 0.3))
     assert abs(P0 - 101.5) < 1e-12 and abs(e - 0.15) < 1e-12  # the error there over the slope
+
+
+def test_a_landscape_run_prints_a_summary_and_no_dependency_noise(tmp_path):
+    """At L = 8, N = 1: stderr holds the progress bar only (no pymbar banner or warning, no tqdm
+    or Python warning), stdout a short summary with P*, its error and the verdict; --json keeps
+    the arrays at full precision."""
+    import re
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "jaxattn", "copy", "landscape", "--L", "8", "--N", "1", "--figure", ""]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    noise = [ln for ln in re.split(r"[\r\n]", r.stderr) if ln.strip() and not ln.startswith("landscape N=1:")]
+    assert noise == [], noise
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) <= 15, r.stdout
+    fields = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    assert re.fullmatch(r"[0-9.]+ ± [0-9.]+", fields["P* sampled"]), r.stdout
+    assert fields["first order"] in ("yes (a barrier between the basins at P*)", "no: a crossover (no barrier at P*)")
+    assert fields["chains mixed"].startswith(("yes (R-hat <= ", "no: R-hat "))
+    full = subprocess.run(cmd + ["--json", "--no-progress"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    rec = json.loads(full.stdout)
+    assert f"{rec['p_star_sampled']:.1f}" == fields["P* sampled"].split(" ± ")[0]  # the same run, the same seed
+    assert len(rec["max_window_rhat"]) == len(rec["P"]) and full.stderr == ""
+
+
+def test_a_posterior_too_narrow_for_windows_is_refused_in_one_line():
+    """N = 1e20 makes the windows' widths vanish: refused at 4096 windows, not placed without end."""
+    r = CliRunner().invoke(main, ["copy", "landscape", "--L", "4", "--V", "2", "--P", "20", "--N", "1e20", "--figure", ""])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == (
+        "Error: N=1e+20, P=20: the windows' spacing needs more than 4096 windows on c_range (-0.5, 3.0) (the "
+        "posterior is too narrow for umbrella sampling: lower N, or narrow the range)"
+    ), r.output

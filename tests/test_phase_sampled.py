@@ -45,19 +45,19 @@ def test_critical_point_brackets_the_change_and_interpolates_the_margin_in_ln_x(
         (["--N", "0"], "N must be > 0"),
         (["--V", "1"], "Error: --V must be >= 2, got 1"),
         (["--swap-every", "0"], "Error: --swap-every must be >= 1, got 0"),
-        (["--n-chains", "1"], "Error: --n-chains must be >= 2, got 1"),
+        (["--chains", "1"], "Error: --chains must be >= 2, got 1"),
         (["--L-max", "64"], "--L-max: not read with --sampled"),
     ],
 )
 def test_bad_input_is_named_before_any_work(args, message, tmp_path):
-    r = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--out-dir", str(tmp_path), *args])
+    r = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--out", str(tmp_path), *args])
     assert r.exit_code == 2 and message in r.output, r.output
     assert not (tmp_path / "rows").exists()
 
 
 def test_sampler_options_need_sampled(tmp_path):
-    r = CliRunner().invoke(main, ["copy", "phase-diagram", "--N", "2", "--n-chains", "3", "--out-dir", str(tmp_path)])
-    assert r.exit_code == 2 and "--N, --n-chains: these options need --sampled" in r.output, r.output
+    r = CliRunner().invoke(main, ["copy", "phase-diagram", "--N", "2", "--chains", "3", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--N, --chains: these options need --sampled" in r.output, r.output
 
 
 def test_a_killed_run_resumes_from_its_rows(tmp_path, monkeypatch):
@@ -89,7 +89,7 @@ def test_cli_json_and_figure(tmp_path):
     """One short point (200 SGLD steps a window: this checks the paths and the theory columns,
     not the sampled numbers, which the slow landscape tests check at full length)."""
     short = ["--burn-in", "100", "--n-draws", "10", "--thin", "5", "--reweight-span", "8"]
-    args = ["copy", "phase-diagram", "--sampled", "--L", "8", "--N", "20", *short, "--out-dir", str(tmp_path)]
+    args = ["copy", "phase-diagram", "--sampled", "--L", "8", "--N", "20", *short, "--out", str(tmp_path)]
     r = CliRunner().invoke(main, [*args, "--no-progress", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -236,7 +236,7 @@ def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
             mine_value = np.nan if row[mine] is None else row[mine]  # a row says None where there is no number
             np.testing.assert_allclose(mine_value, api[theirs], rtol=1e-12, err_msg=mine)  # NaN equals NaN
         assert row["p_star_reduced"] == pytest.approx(theory_summary(arch, row["N"])["p_star"], rel=1e-12)
-    cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out-dir",
+    cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out",
                                     str(tmp_path / "figs"), "--json"])
     assert cli.exit_code == 0, cli.output
     def timeless(rows):

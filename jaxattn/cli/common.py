@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable, Iterable
+from numbers import Integral, Real
 from typing import Any
 
 import click
@@ -171,14 +173,78 @@ def _finite_or_none(v):
     return v
 
 
-def emit(obj: dict, as_json: bool) -> None:
-    """The headline numbers: one JSON object (strict JSON: ``NaN`` is ``null``), or one
-    ``key: value`` line each."""
+def emit(obj: dict, as_json: bool, summary: dict | None = None) -> None:
+    """The command's result: with ``as_json``, ``obj`` as one JSON object at full precision
+    (strict JSON: ``NaN`` is ``null``); else a summary for a person (:func:`summary_lines`) of
+    ``summary``, or of ``obj`` where none is given."""
     if as_json:
         click.echo(json.dumps({k: _finite_or_none(v) for k, v in obj.items()}))
     else:
-        for k, v in obj.items():
-            click.echo(f"{k}: {v}")
+        click.echo("\n".join(summary_lines(obj if summary is None else summary)))
+
+
+SHOWN_VALUES = 6
+"""A list longer than this is not printed, only counted (it is in ``--json`` and the dataset)."""
+
+
+def summary_lines(obj: dict) -> list[str]:
+    """``key: value`` lines, the values aligned: numbers to 4 significant digits, a value beside
+    its ``KEY_err`` as ``value ± error`` (the value to the error's last digit), flags as yes/no,
+    short lists inline, and arrays only counted."""
+    rows = []
+    for k, v in obj.items():
+        if k.endswith("_err") and k[: -len("_err")] in obj:
+            continue
+        err = obj.get(f"{k}_err")
+        rows.append((k, with_error(v, err) if _number(v) and _number(err) else _human(v)))
+    width = max((len(k) for k, _ in rows), default=0) + 1
+    return [f"{k + ':':<{width}} {text}" for k, text in rows]
+
+
+def _number(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool) and type(v).__name__ != "bool_"
+
+
+def with_error(v, err) -> str:
+    """``v ± err``, the error to 2 significant digits and the value to its last digit."""
+    v, err = float(v), float(err)
+    if not (math.isfinite(v) and math.isfinite(err)) or err <= 0:
+        return f"{_human(v)} ± {_human(err)}"
+    digits = max(0, 1 - math.floor(math.log10(err)))  # the error to 2 significant digits
+    return f"{v:.{digits}f} ± {err:.{digits}f}"
+
+
+def _human(v) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        return "yes" if v else "no"
+    if isinstance(v, Real) and not isinstance(v, Integral):
+        return f"{float(v):.4g}"
+    tolist = getattr(v, "tolist", None)  # a NumPy array or scalar
+    if callable(tolist):
+        v = tolist()
+    if isinstance(v, (list, tuple)):
+        if any(isinstance(x, (list, tuple)) for x in v):  # nested: counted
+            n = sum(len(x) if isinstance(x, (list, tuple)) else 1 for x in v)
+            return "none" if n == 0 else f"{n} values (in --json)"
+        if len(v) > SHOWN_VALUES:
+            return f"{len(v)} values (in --json)"
+        return ", ".join(_human(x) for x in v) if v else "none"
+    return str(v)
+
+
+def renamed(old: str, new: str):
+    """A hidden option ``old`` that only says, in one line, that it is now ``new`` (the one
+    spelling of its notion across commands: ``docs/index.md``, "Options")."""
+
+    def say(ctx: click.Context, _param, value):
+        if value is not None:
+            raise click.UsageError(f"{old} is now {new}", ctx)
+
+    # a name of its own: the parser keeps values by name, and the new option may keep the old one's
+    name = "renamed_" + old.lstrip("-").replace("-", "_")
+    return click.option(old, name, hidden=True, expose_value=False, is_eager=True, default=None, callback=say)
 
 
 def clean_errors(fn):

@@ -26,6 +26,7 @@ from jaxattn.cli.common import (
     figure_error,
     floats,
     ints,
+    renamed,
     words,
 )
 from jaxattn.copyhead._config import (
@@ -244,7 +245,8 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 @click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
 @click.option(
-    "--out-dir",
+    "--out",
+    "out_dir",
     type=OutPath("folder"),
     default="results/copy_theory",
     show_default=True,
@@ -274,8 +276,13 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
     defaults={"reweight_span": REWEIGHT_SPAN},
 )
 @click.option("--data-seed", type=int, default=0, show_default=True, help="--sampled: the training data set.")
-@click.option("--n-chains", type=int, default=2, show_default=True, help="--sampled: ladders of umbrella windows.")
-@click.option("--seed", type=int, default=0, show_default=True, help="--sampled: seed of the chains.")
+@click.option(
+    "--chains", "n_chains", type=int, default=2, show_default=True, help="--sampled: ladders of umbrella windows."
+)
+@click.option("--chain-seed", "seed", type=int, default=0, show_default=True, help="--sampled: seed of the chains.")
+@renamed("--out-dir", "--out")
+@renamed("--n-chains", "--chains")
+@renamed("--seed", "--chain-seed")
 @click.option(
     "--store",
     "stores",
@@ -379,9 +386,16 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
 )
 @click.option("--data-seed", type=int, default=0, show_default=True, help="The training data set.")
 @click.option(
-    "--n-chains", type=int, default=2, show_default=True, help="Ladders of umbrella windows (chains per window)."
+    "--chains",
+    "n_chains",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Ladders of umbrella windows (chains per window).",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the chains.")
+@click.option("--chain-seed", "seed", type=int, default=0, show_default=True, help="Seed of the chains.")
+@renamed("--n-chains", "--chains")
+@renamed("--seed", "--chain-seed")
 @progress_option
 @click.option(
     "--figure",
@@ -405,12 +419,62 @@ def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):
     r = landscape.landscape(arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler)
     fig_err = figure_error(figure, lambda path: sampled_landscape_figure(r, path))
     profs = r.pop("profiles")
-    emit(
-        {
-            **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
-            **landscape.window_diagnostics(profs),
-            "figure": None if fig_err else figure or None,
-        },
-        as_json,
-    )
+    record = {
+        **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
+        **landscape.window_diagnostics(profs),
+        "figure": None if fig_err else figure or None,
+    }
+    emit(record, as_json, _landscape_summary(record))
     fail_late(fig_err)
+
+
+RHAT_MIXED = 1.05
+"""The largest split R-hat of a window whose chains count as mixed (the usual threshold)."""
+
+
+def _landscape_summary(r: dict) -> dict:
+    """What a person ran ``copy landscape`` for: ``P*`` with its error against the theory's, the
+    verdict, the barrier there, and whether the windows' chains mixed and the ladders exchanged.
+    The arrays (log-odds per ``P``, reweighted curves, per-window diagnostics) are in ``--json``."""
+    from jaxattn.cli.common import with_error
+
+    P = r["P"]
+    if "p_star_sampled" in r:
+        head = {
+            "P* sampled": with_error(r["p_star_sampled"], r["p_star_sampled_err"]),
+            "P* theory": r["p_star_theory"],
+            "first order": "yes (a barrier between the basins at P*)"
+            if r["first_order_sampled"]
+            else "no: a crossover (no barrier at P*)",
+            "barrier at P*": with_error(r["barrier_at_p_star"], r["barrier_at_p_star_err"]),
+            "jump in a": with_error(r["jump_a"], r["jump_a_err"]),
+        }
+    else:
+        head = {
+            "a_min sampled": r["a_min_sampled"],
+            "a_min theory": r["a_min_theory"],
+            "onset P theory": r["p_onset_theory"],
+        }
+    rhat, ess = r["max_window_rhat"], r["min_window_ess"]
+    worst = int(np.nanargmax(rhat))
+    mixed = (
+        f"yes (R-hat <= {max(rhat):.3g}, ESS >= {min(ess):.0f})"
+        if max(rhat) <= RHAT_MIXED
+        else f"no: R-hat {rhat[worst]:.3g} at P = {P[worst]} (above {RHAT_MIXED}): longer chains"
+    )
+    cut = [(p, pairs) for p, pairs in zip(P, r["pairs_never_swapped"]) if pairs]
+    ladder = (
+        "every neighbouring pair swapped"
+        if not cut
+        else "cut at " + "; ".join(f"P = {p}: windows {', '.join(f'{k}-{k + 1}' for k in pairs)}" for p, pairs in cut)
+    )
+    flagged = sum(r["n_flagged_windows"])
+    return {
+        **head,
+        "N": r["N"],
+        "P sampled": P,
+        "windows": f"{r['n_windows'][0]} per P" + (f", {flagged} left out (a chain diverged)" if flagged else ""),
+        "chains mixed": mixed,
+        "ladders": ladder if any(a is not None for a in r["min_swap_acceptance"]) else "no exchange",
+        "figure": r["figure"],
+    }

@@ -35,6 +35,7 @@ its own errors by a name its module never imports, a ``NameError``).
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,6 +44,30 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxattn.core.checks import plain
+
+DEPENDENCY_LOG = "jaxattn.dependencies"
+"""The logger that pymbar's own messages go to, at debug level (its banner about JAX's 64-bit
+mode is false here: :func:`profile` scopes that switch; its note on the timeseries module is
+general advice). ``logging.getLogger(DEPENDENCY_LOG).setLevel(logging.DEBUG)`` shows them."""
+
+
+class _ToDebug(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(DEPENDENCY_LOG).debug("%s: %s", record.name, record.getMessage())
+
+
+def _pymbar():
+    """pymbar, imported with its log sent to :data:`DEPENDENCY_LOG` at debug level (it prints
+    through Python's last-resort handler, at import, otherwise)."""
+    log = logging.getLogger("pymbar")
+    if not any(isinstance(h, _ToDebug) for h in log.handlers):
+        log.addHandler(_ToDebug())
+        log.propagate = False
+    import pymbar
+    import pymbar.mbar
+    import pymbar.timeseries
+
+    return pymbar
 
 
 class Windows(NamedTuple):
@@ -222,7 +247,7 @@ def profile(
     Raises:
         ValueError: if every window diverged, or on bad ``bin_edges``.
     """
-    from pymbar import FES
+    FES = _pymbar().FES
 
     edges = np.asarray(bin_edges, float)
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
@@ -253,7 +278,7 @@ def _bar_start(draws: WindowDraws):
     ``ConvergenceError`` by a name ``pymbar.mbar`` never imports, so any error inside BAR arrives
     as that ``NameError``: the name is given to the module first, so that BAR's own error (a
     ``ConvergenceError`` becomes pymbar's intended zero start) is the one seen."""
-    import pymbar.mbar
+    pymbar = _pymbar()
     from pymbar.utils import BoundsError, ConvergenceError
 
     if not hasattr(pymbar.mbar, "ConvergenceError"):
@@ -276,7 +301,7 @@ def _independent(draws: WindowDraws, w: Windows, *extra: np.ndarray):
     flagged, n_independent, *extra_n)``; windows with a diverged chain are flagged and left out.
     Each of ``extra`` (leading axes ``(K, chains, draws)`` like ``draws.a``) is thinned and pooled
     the same way."""
-    from pymbar import timeseries
+    timeseries = _pymbar().timeseries
 
     a = np.asarray(draws.a, float)
     flagged = np.asarray(np.asarray(draws.diverged).any(axis=1) | ~np.isfinite(a).all(axis=(1, 2)))
@@ -325,7 +350,7 @@ def probability(
     Raises:
         ValueError: if every window diverged.
     """
-    from pymbar import MBAR
+    MBAR = _pymbar().MBAR
 
     if shift is None:
         a_n, u_kn, N_k, _, _ = _independent(draws, w)
@@ -335,7 +360,9 @@ def probability(
         targets = np.asarray(s_n, float).T
     with jax.enable_x64(True), _bar_start(draws):
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
-        res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=targets)  # one per target
+        # the log of the indicator's zeros is -inf where the event is false: meant, not a fault
+        with np.errstate(divide="ignore"):
+            res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=targets)  # one per target
     mu, sigma = np.ravel(res["mu"]).astype(float), np.ravel(res["sigma"]).astype(float)
     if shift is None:
         return float(mu[0]), float(sigma[0])

@@ -162,20 +162,21 @@ def train(out, figure, ode, as_json, **o):
     if th is not None:
         ode_final = th["risk"].isel(time=-1).mean("seed").values.ravel().tolist()
         summary["ode_final_error"] = ode_final[0] if len(ode_final) == 1 else ode_final
-    emit(
-        summary
-        | {
-            "bayes_risk": br,
-            "n_runs": int(final.size),
-            "n_diverged": n_div,
-            "wall_seconds": round(
-                float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th is not None else 0), 2
-            ),
-            "out": out or None,
-            "figure": None if fig_err else figure or None,
-        },
-        as_json,
-    )
+    record = summary | {
+        "bayes_risk": br,
+        "n_runs": int(final.size),
+        "n_diverged": n_div,
+        "wall_seconds": round(
+            float(ds.attrs["wall_seconds"]) + (float(th.attrs["wall_seconds"]) if th is not None else 0), 2
+        ),
+        "out": out or None,
+        "figure": None if fig_err else figure or None,
+    }
+    human = dict(record)
+    std = human.pop("final_error_std")
+    if isinstance(human["final_error"], float):  # its spread over the seeds, beside it
+        human["final_error"] = f"{human['final_error']:.4g} (sd {std:.2g} over {final.sizes['seed']} seeds)"
+    emit(record, as_json, human)
     fail_late(fig_err)
 
 

@@ -68,6 +68,10 @@ def ansatz_logits(arch: network.CopyArch, P: float, N: float, x: np.ndarray) -> 
     return jax.vmap(lambda a, b: g * action.linear_attention_matrix(a, b, arch.L, arch.cyclic))(a1, xs)
 
 
+MAX_WINDOWS = 4096
+"""The most windows :func:`place_windows` places (defaults place about 24)."""
+
+
 def place_windows(
     arch: network.CopyArch,
     P: float,
@@ -128,6 +132,12 @@ def place_windows(
     width = 1.0 / np.sqrt(np.maximum(kappa + d2, kappa / 4))
     t = [lo]
     while t[-1] < hi:
+        if len(t) > MAX_WINDOWS:  # a posterior this narrow would need windows without end
+            raise ValueError(
+                f"N={N:g}, P={P:g}: the windows' spacing needs more than {MAX_WINDOWS} windows on "
+                f"c_range {checks.plain(c_range)} (the posterior is too narrow for umbrella sampling: "
+                "lower N, or narrow the range)"
+            )
         t.append(t[-1] + min(max_spacing, 2.0 * float(np.interp(t[-1], fine, width))))
     targets = np.asarray(t[:-1] + [hi]) if t[-1] - hi > 0 else np.asarray(t)
     if n_windows is not None:
