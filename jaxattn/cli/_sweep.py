@@ -7,7 +7,7 @@ import os
 
 import click
 
-from jaxattn.cli.common import OutPath, emit, problem_writing
+from jaxattn.cli.common import OutPath, emit, problem_writing, progress_option
 
 
 def _devices(n: int | None):
@@ -140,7 +140,7 @@ def _store(path: str) -> str:
     is_flag=True,
     help="Call jax.distributed.initialize() first (a TPU pod, several GPU hosts): process 0 plans.",
 )
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@progress_option
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 def run_cmd(
     file,

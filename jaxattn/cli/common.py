@@ -234,6 +234,24 @@ def _human(v) -> str:
     return str(v)
 
 
+def progress_option(fn):
+    """``--progress/--no-progress``: progress bars on stderr (on by default)."""
+    return click.option("--progress/--no-progress", default=True, show_default=True)(fn)
+
+
+FIGURE_HELP = "Figure (PNG, PDF, SVG ...; '' for none)."
+
+
+def out_option(default: str, help: str = "netCDF file ('' for none).", kind: str = "netcdf", dest: str = "out"):
+    """``--out``: what a command writes (a ``kind`` of :class:`OutPath`), checked before any work."""
+    return click.option("--out", dest, type=OutPath(kind), default=default, show_default=True, help=help)
+
+
+def figure_option(default: str, help: str = FIGURE_HELP):
+    """``--figure``: the figure file, its format from its extension, checked before any work."""
+    return click.option("--figure", type=OutPath("figure"), default=default, show_default=True, help=help)
+
+
 def renamed(old: str, new: str):
     """A hidden option ``old`` that only says, in one line, that it is now ``new`` (the one
     spelling of its notion across commands: ``docs/index.md``, "Options")."""

@@ -24,8 +24,11 @@ from jaxattn.cli.common import (
     emit,
     fail_late,
     figure_error,
+    figure_option,
     floats,
     ints,
+    out_option,
+    progress_option,
     renamed,
     words,
 )
@@ -50,10 +53,6 @@ def _scalar_or_list(x, cast: Callable[[Any], Any] = float):
     return vals[0] if len(vals) == 1 else vals
 
 
-def progress_option(fn):
-    return click.option("--progress/--no-progress", default=True, show_default=True)(fn)
-
-
 @click.group()
 def copy():
     """The copy task (Spec B): Adam grids over P with global-minimum filtering, SGLD sampling, theory."""
@@ -67,20 +66,8 @@ def copy():
     "--inits", callback=words, default="random,copy", show_default=True, help="Initialisations (random, copy)."
 )
 @progress_option
-@click.option(
-    "--out",
-    type=OutPath("netcdf"),
-    default="results/copy_train.nc",
-    show_default=True,
-    help="netCDF file ('' for none).",
-)
-@click.option(
-    "--figure",
-    type=OutPath("figure"),
-    default="results/copy_train.png",
-    show_default=True,
-    help="Figure (PNG, PDF, SVG ...; '' for none).",
-)
+@out_option("results/copy_train.nc")
+@figure_option("results/copy_train.png")
 @click.option("--json", "as_json", is_flag=True, help="Print the headline numbers as one JSON object.")
 @clean_errors
 def train(P, seeds, inits, progress, out, figure, as_json, **o):
@@ -126,20 +113,8 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
     "--starts", callback=words, default="uniform,copy", show_default=True, help="Chain starts (uniform, copy)."
 )
 @progress_option
-@click.option(
-    "--out",
-    type=OutPath("netcdf"),
-    default="results/copy_sample.nc",
-    show_default=True,
-    help="netCDF file ('' for none).",
-)
-@click.option(
-    "--figure",
-    type=OutPath("figure"),
-    default="results/copy_sample.png",
-    show_default=True,
-    help="Figure (PNG, PDF, SVG ...; '' for none).",
-)
+@out_option("results/copy_sample.nc")
+@figure_option("results/copy_sample.png")
 @click.option(
     "--arviz",
     "arviz_path",
@@ -244,13 +219,11 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 @copy.command("phase-diagram")
 @click.option("--L-max", "L_max", type=int, default=512, show_default=True, help="Largest L of the softmax P*(L).")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
-@click.option(
-    "--out",
-    "out_dir",
-    type=OutPath("folder"),
-    default="results/copy_theory",
-    show_default=True,
-    help="Folder of the figures (and, with --sampled, of each (L, N) row as it finishes: a rerun resumes).",
+@out_option(
+    "results/copy_theory",
+    "Folder of the figures (and, with --sampled, of each (L, N) row as it finishes: a rerun resumes).",
+    kind="folder",
+    dest="out_dir",
 )
 @click.option(
     "--critical/--no-critical",
@@ -397,13 +370,7 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
 @renamed("--n-chains", "--chains")
 @renamed("--seed", "--chain-seed")
 @progress_option
-@click.option(
-    "--figure",
-    type=OutPath("figure"),
-    default="results/copy_landscape.png",
-    show_default=True,
-    help="Figure (PNG, PDF, SVG ...; '' for none).",
-)
+@figure_option("results/copy_landscape.png")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
 def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):

@@ -427,22 +427,9 @@ def count_values(path: str, spec, problems: list[str], unique: bool = True) -> i
     return n
 
 
-def parse_values(path: str, spec, problems: list[str], unique: bool = True) -> tuple | None:
-    """The values of one axis in a sweep file: a list, a scalar, or a table
-    ``range``/``linspace``/``logspace`` (``integer = true`` rounds). Builds them: size the grid
-    first (:func:`count_values`, :func:`check_grid_size`).
-
-    Args:
-        path: Where the values are in the file (used in the messages), e.g. ``"grid.L"``.
-        spec: The TOML value: a list, a scalar or a one-entry range table.
-        problems: Messages about invalid values are appended here.
-        unique: Report repeated values in a list as a problem.
-
-    Returns:
-        The values as a tuple, or ``None`` (with a message in ``problems``) if invalid.
-    """
-    if count_values(path, spec, problems, unique) is None:
-        return None
+def _values(spec) -> tuple:
+    """The values of one axis of a sweep file that :func:`count_values` has accepted: a list, a
+    scalar, or a ``range``/``linspace``/``logspace`` table (``integer = true`` rounds)."""
     if isinstance(spec, list):
         return tuple(spec)
     if not isinstance(spec, dict):
@@ -502,12 +489,10 @@ def parse_dims(grid: dict, problems: list[str], memory_budget: int | None = None
         return []
     dims: list[Dim] = []
     for name, paths, zipped in entries:
-        vals = {k: parse_values(p, v, problems, unique=not zipped) for k, (p, v) in paths.items()}
-        if any(v is None for v in vals.values()):
-            continue
+        vals = {k: _values(v) for k, (_, v) in paths.items()}  # each counted, hence valid, above
         if zipped:
             path = f"grid.zip.{checks.toml_key(name)}"
-            lengths = {k: len(v) for k, v in vals.items() if v is not None}
+            lengths = {k: len(v) for k, v in vals.items()}
             if len(set(lengths.values())) != 1:
                 problems.append(f"{path}: zipped axes must have equal lengths, got {lengths}")
                 continue
@@ -515,7 +500,7 @@ def parse_dims(grid: dict, problems: list[str], memory_budget: int | None = None
             if len(set(rows)) != len(rows):
                 problems.append(f"{path}: repeated combinations of values")
                 continue
-        dims.append(Dim(name, {k: v for k, v in vals.items() if v is not None}))
+        dims.append(Dim(name, vals))
     return dims
 
 

@@ -13,7 +13,6 @@ import numpy as np
 
 from jaxattn.cli.common import (
     Choice,
-    OutPath,
     axis_list,
     clean_errors,
     config_from,
@@ -21,6 +20,9 @@ from jaxattn.cli.common import (
     emit,
     fail_late,
     figure_error,
+    figure_option,
+    out_option,
+    progress_option,
 )
 from jaxattn.core.attention import available_activations
 from jaxattn.core.precision import MATMUL_PRECISIONS
@@ -54,7 +56,7 @@ def model_options(fn):
         [axis_list(a) for a in SLM_SGD.axes if a.name != "seed"]
         + [
             click.option("--seeds", type=int, default=4, show_default=True, help="Seeds 0..seeds-1."),
-            click.option("--progress/--no-progress", default=True, show_default=True),
+            progress_option,
         ]
     ):
         fn = opt(fn)
@@ -112,19 +114,9 @@ def slm():
 
 @slm.command()
 @model_options
-@click.option(
-    "--out",
-    type=OutPath("netcdf"),
-    default="results/slm_train.nc",
-    show_default=True,
-    help="netCDF file of the dataset ('' for none).",
-)
-@click.option(
-    "--figure",
-    type=OutPath("figure"),
-    default="results/slm_train.png",
-    show_default=True,
-    help="Figure of M, Q and the error against time: online SGD beside its ODE ('' for none).",
+@out_option("results/slm_train.nc", "netCDF file of the dataset ('' for none).")
+@figure_option(
+    "results/slm_train.png", "Figure of M, Q and the error against time: online SGD beside its ODE ('' for none)."
 )
 @click.option(
     "--ode/--no-ode",
@@ -216,9 +208,7 @@ def _training_figure(ds, th, bayes_risk: float, path: str) -> None:
     help="The D -> inf order-parameter ODE, or the finite-D SDE (--dt, --brownian-seed).",
 )
 @click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
-@click.option(
-    "--figure", type=OutPath("figure"), default="results/slm_compare.png", show_default=True, help="'' for none."
-)
+@figure_option("results/slm_compare.png", "'' for none.")
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def compare(theory, gradient_flow, figure, as_json, **o):
@@ -276,9 +266,7 @@ def bayes_risk(prior, F, nu, L, n, seed, as_json):
 @model_options
 @click.option("--from", "source", default=None, help="Prune the runs of a saved dataset instead of training.")
 @click.option("--n-bank", type=int, default=20000, show_default=True, help="Monte Carlo draws of R(M,Q,b).")
-@click.option(
-    "--figure", type=OutPath("figure"), default="results/slm_prune.png", show_default=True, help="'' for none."
-)
+@figure_option("results/slm_prune.png", "'' for none.")
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
 def prune(source, n_bank, figure, as_json, **o):
