@@ -32,6 +32,10 @@ def test_bad_input_names_the_parameter():
         landscape.place_windows(ARCH, 300, 20.0, (1.0, 0.0))
     with pytest.raises(ValueError, match="max_spacing"):
         landscape.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=0.0)
+    with pytest.raises(ValueError, match=r"max_spacing must be at most the range's width 3.5, got 1e\+300"):
+        landscape.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=1e300)
+    with pytest.raises(ValueError, match=r"max_spacing 1e-300 needs more than 4096 windows on c_range \(-0.5, 3.0\)"):
+        landscape.place_windows(ARCH, 300, 20.0, (-0.5, 3.0), max_spacing=1e-300)
     with pytest.raises(ValueError, match="c_range"):  # |a_G| >= 0
         landscape.place_windows(LINEAR, 40, 20.0, (-0.2, 1.0))
     r = CliRunner().invoke(main, ["copy", "landscape", "--N", "-1", "--json"])
@@ -362,3 +366,24 @@ def test_a_posterior_too_narrow_for_windows_is_refused_in_one_line():
         "Error: N=1e+20, P=20: the windows' spacing needs more than 4096 windows on c_range (-0.5, 3.0) (the "
         "posterior is too narrow for umbrella sampling: lower N, or narrow the range)"
     ), r.output
+
+
+def test_the_default_P_grid_spans_the_log_odds_or_a_twentieth_of_P_star_in_a_crossover():
+    from jaxattn.copyhead.landscape._search import default_P
+
+    # delta = 3 / slope: the log-odds change by about 3 from one P to the next
+    assert default_P(52.26, 0.5) == [46, 52, 58, 64, 70]
+    assert default_P(10.0, 100.0) == [9, 10, 11, 12, 13]  # at least one sequence apart
+    # one minimum (no barrier: theory_slope is 0 there, as at L = 8, N = 1): delta = P* / 20
+    arch = network.CopyArch(L=8, V=4)
+    p_star, _ = profile.theory_barrier(arch, 1.0)
+    assert profile.theory_slope(arch, 1.0, p_star) == 0.0
+    assert default_P(52.26, 0.0) == [50, 52, 55, 57, 60]
+
+
+def test_a_network_with_no_transition_is_refused_in_one_line_naming_why():
+    r = CliRunner().invoke(main, ["copy", "landscape", "--L", "4", "--V", "2", "--P", "20", "--no-progress",
+                                  "--figure", "", "--sigma-G2", "1e-300"])
+    assert r.exit_code == 2 and r.output.strip().splitlines()[-1].startswith(
+        "Error: the reduced action has no copy transition at N = 20 for CopyArch(L=4, V=2, "
+    ) and r.output.strip().endswith("(P* = inf): no basins to divide"), r.output

@@ -203,3 +203,26 @@ def test_a_sweep_file_plans_the_values_it_planned_before_the_sizing():
                      "L = { logspace = [2, 64, 9], integer = true }\n")
     assert s.dims[0].values["seed"] == (10, 7, 4, 1)
     assert s.dims[1].values["L"] == tuple(dict.fromkeys(int(round(x)) for x in np.geomspace(2, 64, 9)))
+
+
+def test_distributed_without_a_cluster_is_one_line_before_any_work(tmp_path):
+    f = tmp_path / "tiny.toml"
+    f.write_text('model = "slm_sgd"\n[fixed]\nD = 8\nt_max = 0.5\n[grid]\nseed = [0, 1]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "JAX_NUM", "JAX_PROC"))}
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxattn", "sweep", "run", str(f), "--out", str(tmp_path / "s"), "--distributed"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert r.stderr.strip().splitlines()[-1] == (
+        "Error: --distributed: JAX's distributed runtime did not start (coordinator_address should be defined); run "
+        "it under SLURM or on a TPU pod, or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxattn", "sweep", "run", str(f), "--out", str(tmp_path / "s"), "--distributed"],
+        capture_output=True, text=True, timeout=120, env={**env, "JAX_PROCESS_ID": "first"},
+    )
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
+        "Error: --distributed: JAX_PROCESS_ID must be an integer, got 'first'"
+    )
+    assert not (tmp_path / "s").exists()

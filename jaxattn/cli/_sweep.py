@@ -58,13 +58,22 @@ def start_distributed() -> None:
     process that dies does not stop the others (they finish their chunks and take over its)."""
     import jax
 
-    jax.config.update("jax_enable_recoverability", True)
     kw = {}
-    if os.environ.get("JAX_NUM_PROCESSES"):
-        kw["num_processes"] = int(os.environ["JAX_NUM_PROCESSES"])
-    if os.environ.get("JAX_PROCESS_ID"):
-        kw["process_id"] = int(os.environ["JAX_PROCESS_ID"])
-    jax.distributed.initialize(**kw)
+    for var, key in (("JAX_NUM_PROCESSES", "num_processes"), ("JAX_PROCESS_ID", "process_id")):
+        if os.environ.get(var):
+            try:
+                kw[key] = int(os.environ[var])
+            except ValueError:
+                raise click.UsageError(f"--distributed: {var} must be an integer, got {os.environ[var]!r}") from None
+    jax.config.update("jax_enable_recoverability", True)
+    try:
+        jax.distributed.initialize(**kw)
+    except (RuntimeError, ValueError) as err:  # no cluster found, or JAX already started in this process
+        first = str(err).strip().splitlines()[0].rstrip(".") if str(err).strip() else type(err).__name__
+        raise click.UsageError(
+            f"--distributed: JAX's distributed runtime did not start ({first}); run it under SLURM or on a TPU "
+            "pod, or set JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID"
+        ) from None
 
 
 def _check_store_out(out: str) -> None:

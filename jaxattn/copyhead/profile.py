@@ -176,10 +176,19 @@ def theory_barrier(arch: network.CopyArch, N: float) -> tuple[float, float]:
 
     Returns:
         ``(P_star, a_barrier)``.
+
+    Raises:
+        ValueError: If the reduced action has no transition there (``P* = inf``: a prior variance
+            ``sigma_G2`` too small for the data to move it, say).
     """
     from jaxattn.copyhead.curves import theory_summary
 
     s = theory_summary(arch, N)
+    if s["c_below"] is None or not np.isfinite(s["p_star"]):
+        raise ValueError(
+            f"the reduced action has no copy transition at N = {N:g} for {arch} (P* = {s['p_star']}): no "
+            "basins to divide"
+        )
     P_star, lo, hi = float(s["p_star"]), float(s["c_below"]), float(s["c_above"])
     c = np.linspace(lo, hi, 2001)
     return P_star, float(prev_weight(c[np.argmax(theory_action_of_c(arch, P_star, N, c))], arch.L))

@@ -119,8 +119,8 @@ class SLMConfig:
         checks.integer("batch_size", self.batch_size, 1)
         last = int(self.record_steps()[-1])
         end = "times" if self.times is not None else "t_max"
-        if last < 1:
-            t = max(self.times) if self.times is not None else self.t_max
+        t = max(self.times) if self.times is not None else self.t_max
+        if last < 1 and t > 0:  # times = (0,) asks for the initial state alone
             raise ValueError(
                 f"{end} gives no SGD step: {t:g} * D / batch_size = {t:g} * {self.D} / {self.batch_size} "
                 "rounds to 0 (raise it, or D)"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 import xarray as xr
 
-from jaxattn.core.checks import choice
+from jaxattn.core.checks import choice, integer
 from jaxattn.slm._config import SLMConfig, SLMODEConfig, SLMSDEConfig
 from jaxattn.slm.experiments import integrate, train
 
@@ -238,7 +238,7 @@ def compare(
     if n_bank is not None:
         ode_config = dataclasses.replace(ode_config, n_bank=n_bank)
     sim_config = SLMConfig(**base)
-    grid: dict[str, Any] = dict(seed=list(range(seeds)), H=H, L=L, eta=eta, signal=signal)
+    grid: dict[str, Any] = dict(seed=range(integer("seeds", seeds, 1)), H=H, L=L, eta=eta, signal=signal)
     p = train(sim_config, progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0)
     th = integrate(ode_config, noise=float(noise), progress=progress, **grid).isel(H=0, L=0, eta=0, signal=0, noise=0)
     return matched(p, th, theory)

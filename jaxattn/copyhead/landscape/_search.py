@@ -163,7 +163,8 @@ def basin_jump(a: np.ndarray, F: np.ndarray, dF: np.ndarray, basins: umbrella.Ba
 def default_P(p_star: float, slope: float) -> list[int]:
     """A grid of ``P`` around ``p_star`` whose spacing changes the theory's log-odds by about 3:
     ``p_star + k delta`` for ``k = -1 .. 3`` with ``delta = 3 / slope`` (at least 1), rounded to
-    distinct integers.
+    distinct integers. Where the reduced action has one minimum (a crossover: the slope is 0),
+    ``delta = p_star / 20``.
 
     Args:
         p_star: the theory's ``P*``.
@@ -172,7 +173,7 @@ def default_P(p_star: float, slope: float) -> list[int]:
     Returns:
         Increasing integers (at least 1).
     """
-    delta = max(3.0 / abs(slope), 1.0)
+    delta = max(3.0 / abs(slope) if slope and np.isfinite(slope) else p_star / 20, 1.0)
     return sorted({max(1, int(round(p_star + k * delta))) for k in (-1, 0, 1, 2, 3)})
 
 

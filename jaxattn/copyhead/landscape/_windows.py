@@ -120,6 +120,13 @@ def place_windows(
         raise ValueError(f"c_range must start at |a_G| >= 0 for linear attention, got {checks.plain(c_range)}")
     if not (np.isfinite(max_spacing) and max_spacing > 0):
         raise ValueError(f"max_spacing must be positive, got {checks.plain(max_spacing)}")
+    if max_spacing > hi - lo:
+        raise ValueError(f"max_spacing must be at most the range's width {hi - lo:g}, got {checks.plain(max_spacing)}")
+    if (hi - lo) / max_spacing > MAX_WINDOWS:
+        raise ValueError(
+            f"max_spacing {checks.plain(max_spacing)} needs more than {MAX_WINDOWS} windows on c_range "
+            f"{checks.plain(c_range)} (raise it)"
+        )
     if spring is not None and not (np.isfinite(spring) and spring > 0):
         raise ValueError(f"spring must be a positive spring constant, got {checks.plain(spring)}")
     # one-sided at the coordinate's floor: |a_G|'s profile has a cusp at 0
