@@ -61,6 +61,94 @@ def load(path: str | os.PathLike) -> xr.Dataset:
         raise ValueError(f"{path} is not a readable netCDF dataset ({err})") from None
 
 
+def result_dataset(
+    record: dict,
+    *,
+    experiment: str,
+    config: dict,
+    arrays: dict | None = None,
+    attrs: dict | None = None,
+    x64: bool | None = None,
+    matmul_precision: str | None = None,
+) -> xr.Dataset:
+    """A command's result as a dataset that :func:`save` writes and ``jaxattn info`` reads: the
+    record's numbers and flags as 0-d variables, ``arrays`` as given, the whole record as
+    the JSON attribute ``result``, the experiment, its config (JSON) and the provenance.
+
+    Args:
+        record: The result (JSON values).
+        experiment: What computed it (the ``experiment`` attribute).
+        config: What it was computed with (JSON values; the ``config`` attribute).
+        arrays: Further variables, ``name -> (dims, values)`` or a DataArray.
+        attrs: Attributes that replace the defaults (an engine run's own provenance and config,
+            where the result was computed from one).
+        x64: The precision it ran at, for the provenance (:func:`jaxattn.engine.provenance.collect`).
+        matmul_precision: The precision of its matrix products, likewise.
+
+    Returns:
+        The dataset.
+    """
+    import numpy as np
+
+    from jaxattn.engine import provenance
+
+    def number(v):
+        return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+    scalars = {k: float(v) for k, v in record.items() if number(v)}
+    flags = {k: int(v) for k, v in record.items() if isinstance(v, (bool, np.bool_))}
+    ds = xr.Dataset({**scalars, **flags, **(arrays or {})})
+    ds.attrs = {
+        "experiment": experiment,
+        "config": json.dumps(config),
+        "provenance": provenance.as_attr(x64, matmul_precision),
+        **(attrs or {}),
+    }
+    return with_result(ds, record)
+
+
+def with_result(ds: xr.Dataset, record: dict) -> xr.Dataset:
+    """``ds`` with ``record`` (a command's result, JSON values) as its attribute ``result``
+    (:func:`result_of` reads it back).
+
+    Args:
+        ds: A dataset (an engine run's, with its provenance).
+        record: The result.
+
+    Returns:
+        A copy of ``ds`` with the attribute set.
+    """
+    return ds.assign_attrs(result=json.dumps(_json_safe(record)))
+
+
+def _json_safe(v):
+    """JSON values: NumPy numbers as Python's, non-finite floats as ``None``."""
+    import math
+
+    if isinstance(v, dict):
+        return {str(k): _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    tolist = getattr(v, "tolist", None)
+    if callable(tolist):
+        return _json_safe(tolist())
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def result_of(ds: xr.Dataset) -> dict:
+    """The record a command saved with its dataset (:func:`result_dataset`; ``{}`` if none).
+
+    Args:
+        ds: A dataset saved by a command's ``--out``.
+
+    Returns:
+        The parsed ``ds.attrs["result"]``.
+    """
+    return json.loads(ds.attrs["result"]) if "result" in ds.attrs else {}
+
+
 def config_of(ds: xr.Dataset) -> dict:
     """The configuration a dataset was made with (a dict of JSON values).
 

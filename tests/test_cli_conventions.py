@@ -18,7 +18,7 @@ DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 def table() -> list[dict[str, str]]:
     text = open(DOCS, encoding="utf-8").read()
-    section = text.split("### Options", 1)[1].split("\n## ", 1)[0]
+    section = re.split(r"\n##+ ", text.split("### Options", 1)[1], maxsplit=1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| ") and not ln.startswith("| notion")]
     out = []
     for ln in rows:
@@ -77,3 +77,13 @@ def test_old_spellings_are_refused_in_one_line_naming_the_new():
             assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == f"Error: {flag} is now {new}", r.output
             said += 1
     assert said == 5  # landscape: --n-chains, --seed; phase-diagram: --out-dir, --n-chains, --seed
+
+
+READ_ONLY = {"sweep status"}
+"""Commands that compute nothing (they read a store); ``jaxattn info`` is outside the groups."""
+
+
+def test_every_command_that_computes_saves_with_out():
+    missing = [name for name, command in commands() if name not in READ_ONLY
+               and "--out" not in {o for p in options(command, hidden=False) for o in p.opts}]
+    assert missing == []

@@ -4,18 +4,30 @@ summary; inputs that would run nothing, or beyond what the kernels hold, are ref
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from jaxattn.cli import main
 
 TINY = ["--D", "8", "--seeds", "1", "--t-max", "0.5", "--n-records", "2", "--n-test", "8", "--no-progress"]
-FORMATS = "avif, eps, gif, jpeg, jpg, pdf, pgf, png, ps, raw, rgba, svg, svgz, tif, tiff, webp"
+
+def _formats() -> str:
+    """The formats matplotlib's own canvas writes (they vary with its version: avif and gif are
+    recent)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    return ", ".join(sorted(FigureCanvasAgg(Figure()).get_supported_filetypes()))
+
+
+FORMATS = _formats()
 
 
 def train(*args):
@@ -107,6 +119,14 @@ def test_a_run_of_nothing_or_beyond_the_kernels_is_refused_by_name(args, message
     assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == f"Error: {message}", r.output
 
 
+def test_times_of_zero_alone_ask_for_the_initial_state_and_are_not_refused():
+    from jaxattn.slm import SLMConfig
+
+    assert SLMConfig(D=20, times=(0.0,)).validate().record_steps().tolist() == [0]
+    with pytest.raises(ValueError, match="times gives no SGD step: 0.01 "):
+        SLMConfig(D=20, times=(0.0, 0.01)).validate()
+
+
 def test_errors_name_the_option_as_typed_not_the_config_field():
     r = CliRunner().invoke(main, ["copy", "sample", "--chains", "0", "--no-progress", "--out", "", "--figure", ""])
     assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == "Error: --chains must be >= 1, got 0"
@@ -166,3 +186,55 @@ def test_a_billion_seeds_and_a_store_in_proc_are_refused_in_one_line(tmp_path):
     assert r.exit_code == 2 and r.output.strip().splitlines()[-1] == (
         "Error: Invalid value for '--out': a file cannot be created in the folder /proc (No such file or directory)"
     )
+
+
+def _saved(tmp_path, *args):
+    """Run a command with ``--out`` and ``--json``; its record, the dataset it saved and what
+    ``jaxattn info`` says of that dataset."""
+    import jaxattn
+
+    out = tmp_path / "result.nc"
+    r = CliRunner().invoke(main, [*args, "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    record = json.loads(r.stdout.strip().splitlines()[-1])
+    assert record["out"] == str(out)
+    info = CliRunner().invoke(main, ["info", str(out), "--json"])
+    assert info.exit_code == 0, info.output
+    return record, jaxattn.load(out), json.loads(info.stdout)
+
+
+def test_jaxattn_info_reads_the_datasets_that_copy_landscape_and_slm_compare_save(tmp_path):
+    from jaxattn.io import result_of
+
+    record, ds, info = _saved(tmp_path, "copy", "landscape", "--L", "4", "--V", "2", "--P", "20", "--burn-in", "100",
+                              "--n-draws", "20", "--no-progress", "--figure", "")
+    assert info["experiment"] == "copy_landscape" and info["provenance"]["matmul_precision"] == "highest"
+    assert info["config"]["L"] == 4 and info["config"]["n_draws"] == 20
+    assert ds["F"].dims == ("P", "bin") and ds["P"].values.tolist() == [20]
+    assert np.nanmin(ds["F"].values) == 0  # F relative to its lowest bin
+    assert ds["target"].shape == (1, record["n_windows"][0])
+    assert result_of(ds)["p_star_sampled"] == record["p_star_sampled"]
+
+    record, ds, info = _saved(tmp_path, "slm", "compare", "--D", "20", "--seeds", "2", "--t-max", "1", "--n-bank", "200",
+                              "--no-progress", "--figure", "")
+    assert info["experiment"] == "slm_sgd" and info["provenance"]["libraries"]["jax"]
+    assert ds["error"].dims == ds["theory_error"].dims and ds.sizes["seed"] == 2
+    # the saved runs and theory give back the deviation the command reported
+    gap = np.abs(ds["error"].mean("seed") - ds["theory_error"].mean("seed")).max()
+    assert float(gap) == pytest.approx(record["max_dev_error"], rel=1e-12)
+    assert result_of(ds)["max_dev_M"] == record["max_dev_M"]
+
+
+def test_theory_bayes_risk_and_prune_save_their_numbers_with_provenance(tmp_path):
+    record, ds, info = _saved(tmp_path, "copy", "theory", "--L", "8", "--V", "4", "--P", "10,50,100")
+    assert info["experiment"] == "copy_theory" and info["provenance"]["x64"] is True
+    assert float(ds["p_star"]) == record["p_star"] and ds["P"].values.tolist() == [10, 50, 100]
+    assert ds["S"].values.tolist() == record["curves"]["S"]
+    record, ds, info = _saved(tmp_path, "slm", "bayes-risk", "--n", "1000")
+    assert info["experiment"] == "slm_bayes_risk" and info["config"]["n"] == 1000
+    assert float(ds["bayes_risk"]) == record["bayes_risk"] and float(ds["stderr"]) == record["stderr"]
+    record, ds, info = _saved(tmp_path, "slm", "prune", "--D", "20", "--seeds", "2", "--t-max", "1", "--n-bank", "200",
+                              "--no-progress", "--figure", "")
+    assert info["experiment"] == "slm_prune" and info["config"]["D"] == 20
+    assert ds["risk"].shape == (2, 2) and ds["risk"].mean("run").values.tolist() == pytest.approx(
+        record["risk_vs_removed"], rel=1e-12)

@@ -190,7 +190,7 @@ SHOWN_VALUES = 6
 def summary_lines(obj: dict) -> list[str]:
     """``key: value`` lines, the values aligned: numbers to 4 significant digits, a value beside
     its ``KEY_err`` as ``value ± error`` (the value to the error's last digit), flags as yes/no,
-    short lists inline, and arrays only counted."""
+    short lists and flat mappings inline, and arrays and mappings of them only counted."""
     rows = []
     for k, v in obj.items():
         if k.endswith("_err") and k[: -len("_err")] in obj:
@@ -224,6 +224,10 @@ def _human(v) -> str:
     tolist = getattr(v, "tolist", None)  # a NumPy array or scalar
     if callable(tolist):
         v = tolist()
+    if isinstance(v, dict):
+        if any(isinstance(x, (list, tuple, dict)) for x in v.values()):  # curves: counted
+            return f"{len(v)} series (in --json)"
+        return ", ".join(f"{k}: {_human(x)}" for k, x in v.items()) if v else "none"
     if isinstance(v, (list, tuple)):
         if any(isinstance(x, (list, tuple)) for x in v):  # nested: counted
             n = sum(len(x) if isinstance(x, (list, tuple)) else 1 for x in v)

@@ -10,6 +10,7 @@ configs (:mod:`jaxattn.copyhead._config`) with their defaults; every command acc
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,7 @@ from jaxattn.copyhead._config import (
     SGLDConfig,
 )
 from jaxattn.copyhead.network import ATTENTIONS, LINEAR_NORMS, CopyArch
+from jaxattn.core import checks
 from jaxattn.core.checks import plain
 from jaxattn.core.precision import MATMUL_PRECISIONS
 
@@ -76,9 +78,9 @@ def train(P, seeds, inits, progress, out, figure, as_json, **o):
     from jaxattn.copyhead import experiments
     from jaxattn.copyhead.plots import copy_figure
 
-    if seeds < 1:
-        raise ValueError(f"seeds must be >= 1, got {seeds}")
-    ds = experiments.train(config_from(CopyConfig, o), P=P, seed=list(range(seeds)), init=inits, progress=progress)
+    ds = experiments.train(
+        config_from(CopyConfig, o), P=P, seed=range(checks.integer("seeds", seeds, 1)), init=inits, progress=progress
+    )
     best = experiments.global_minimum(ds)
     if out:
         io.save(ds, out)
@@ -197,9 +199,10 @@ def _N(_ctx, param, value):
     help="Inverse temperature of exp(-N U); 'inf' gives the MAP (no Occam term).",
 )
 @click.option("--P", "P", default=None, help="Sample sizes for the theory curves (comma-separated).")
+@out_option("", "netCDF file of the numbers and curves ('' for none).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
-def theory(N, P, as_json, **o):
+def theory(N, P, out, as_json, **o):
     """Minima of the reduced action: softmax P*, spinodals and jump; linear onsets and crossover."""
     from jaxattn.copyhead.curves import theory_summary
 
@@ -209,7 +212,20 @@ def theory(N, P, as_json, **o):
             Ps = [float(v) for v in P.split(",") if v.strip()]
         except ValueError as err:
             raise ValueError(f"P must be comma-separated numbers, got {plain(P)}") from err
-    emit(theory_summary(config_from(CopyArch, o), N, Ps), as_json)
+    arch = config_from(CopyArch, o)
+    summary = theory_summary(arch, N, Ps)
+    if out:
+        import dataclasses
+
+        from jaxattn import io
+
+        curves = summary.get("curves") or {}
+        arrays = {k: ("P", np.asarray(v, float)) for k, v in curves.items() if k != "P"}
+        ds = io.result_dataset(
+            summary, experiment="copy_theory", config={**dataclasses.asdict(arch), "N": N}, arrays=arrays, x64=True
+        )
+        io.save(ds.assign_coords(P=curves["P"]) if curves else ds, out)
+    emit({**summary, "out": out or None}, as_json)
 
 
 THEORY_ONLY = ("L_max", "n_P", "critical")
@@ -370,10 +386,11 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
 @renamed("--n-chains", "--chains")
 @renamed("--seed", "--chain-seed")
 @progress_option
+@out_option("results/copy_landscape.nc", "netCDF file of the profiles and windows per P ('' for none).")
 @figure_option("results/copy_landscape.png")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @clean_errors
-def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):
+def landscape(N, P, data_seed, n_chains, seed, progress, out, figure, as_json, **o):
     """Free-energy profile by umbrella sampling and MBAR: softmax along the previous-token weight, with P*
     from sampling; linear along |a_G|, with the minimum against the theory's."""
     import dataclasses
@@ -383,14 +400,23 @@ def landscape(N, P, data_seed, n_chains, seed, progress, figure, as_json, **o):
 
     arch = config_from(CopyArch, o)
     sampler = {k: v for k, v in o.items() if k not in {f.name for f in dataclasses.fields(CopyArch)}}
-    r = landscape.landscape(arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler)
+    with warnings.catch_warnings():  # a cut ladder is the summary's "ladders" line, not a warning as well
+        warnings.filterwarnings("ignore", message=r"P=\d+: replica exchange never swapped")
+        r = landscape.landscape(
+            arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler
+        )
     fig_err = figure_error(figure, lambda path: sampled_landscape_figure(r, path))
     profs = r.pop("profiles")
     record = {
         **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
         **landscape.window_diagnostics(profs),
+        "out": out or None,
         "figure": None if fig_err else figure or None,
     }
+    if out:
+        from jaxattn import io
+
+        io.save(io.with_result(landscape.profiles_dataset(profs, r["P"]), record), out)
     emit(record, as_json, _landscape_summary(record))
     fail_late(fig_err)
 
@@ -443,5 +469,6 @@ def _landscape_summary(r: dict) -> dict:
         "windows": f"{r['n_windows'][0]} per P" + (f", {flagged} left out (a chain diverged)" if flagged else ""),
         "chains mixed": mixed,
         "ladders": ladder if any(a is not None for a in r["min_swap_acceptance"]) else "no exchange",
+        "out": r["out"],
         "figure": r["figure"],
     }

@@ -208,10 +208,11 @@ def _training_figure(ds, th, bayes_risk: float, path: str) -> None:
     help="The D -> inf order-parameter ODE, or the finite-D SDE (--dt, --brownian-seed).",
 )
 @click.option("--gradient-flow", is_flag=True, help="Drop the SGD-noise term of the ODE.")
+@out_option("results/slm_compare.nc", "netCDF file of both, heads matched ('' for none).")
 @figure_option("results/slm_compare.png", "'' for none.")
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
-def compare(theory, gradient_flow, figure, as_json, **o):
+def compare(theory, gradient_flow, out, figure, as_json, **o):
     """Theory against simulation: the order-parameter ODE (or SDE) and online SGD on one
     configuration, heads matched per seed."""
     from jaxattn.slm import compare as sc
@@ -230,8 +231,13 @@ def compare(theory, gradient_flow, figure, as_json, **o):
         theory=theory,
         progress=o["progress"],
     )
+    if out:  # the runs and their theory side by side, as slm train saves them (theory_*)
+        from jaxattn import io
+
+        ds = c.simulation.assign({f"theory_{k}": c.theory[k] for k in ("M", "Q", "b", "diverged")})
+        io.save(io.with_result(ds.assign(theory_error=c.theory["risk"]), c.deviations), out)
     fig_err = figure_error(figure, lambda path: sc.figure(c, path))
-    emit({**c.deviations, "figure": None if fig_err else figure or None}, as_json)
+    emit({**c.deviations, "out": out or None, "figure": None if fig_err else figure or None}, as_json)
     fail_late(fig_err)
 
 
@@ -240,36 +246,41 @@ def compare(theory, gradient_flow, figure, as_json, **o):
 @click.option("--L", "L", type=int, default=4, show_default=True)
 @click.option("--n", type=int, default=200_000, show_default=True, help="Monte Carlo samples.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@out_option("", "netCDF file of the numbers ('' for none).")
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
-def bayes_risk(prior, F, nu, L, n, seed, as_json):
+def bayes_risk(prior, F, nu, L, n, seed, out, as_json):
     """The Bayes risk 1 - E[p_eps] of a prior, with its Nishimori twin and standard error."""
     from jaxattn.core import checks
 
     checks.integer("seed", seed, 0)
     r = _bayes(_prior(dict(prior=prior, F=F, nu=nu)), L, n=n, seed=seed)
-    emit(
-        {
-            "bayes_risk": r.risk,
-            "bayes_risk_nishimori": r.risk_nishimori,
-            "stderr": r.se_p_eps,
-            "prior": prior,
-            "F": F,
-            "L": L,
-            "nu": nu,
-        },
-        as_json,
-    )
+    record = {
+        "bayes_risk": r.risk,
+        "bayes_risk_nishimori": r.risk_nishimori,
+        "stderr": r.se_p_eps,
+        "prior": prior,
+        "F": F,
+        "L": L,
+        "nu": nu,
+    }
+    if out:
+        from jaxattn import io
+
+        config = dict(prior=prior, F=F, nu=nu, L=L, n=n, seed=seed)
+        io.save(io.result_dataset(record, experiment="slm_bayes_risk", config=config, x64=True), out)
+    emit({**record, "out": out or None}, as_json)
 
 
 @slm.command()
 @model_options
 @click.option("--from", "source", default=None, help="Prune the runs of a saved dataset instead of training.")
 @click.option("--n-bank", type=int, default=20000, show_default=True, help="Monte Carlo draws of R(M,Q,b).")
+@out_option("results/slm_prune.nc", "netCDF file of the risk per seed and heads removed ('' for none).")
 @figure_option("results/slm_prune.png", "'' for none.")
 @click.option("--json", "as_json", is_flag=True)
 @clean_errors
-def prune(source, n_bank, figure, as_json, **o):
+def prune(source, n_bank, out, figure, as_json, **o):
     """Greedy head pruning of trained models: risk against heads removed."""
     import jax
 
@@ -297,18 +308,18 @@ def prune(source, n_bank, figure, as_json, **o):
     if not curves:
         raise ValueError("every run diverged: nothing to prune")
     mean = np.mean(curves, axis=0).tolist()
+    record = {"activation": cfg["activation"], "H": H, "risk_vs_removed": mean, "per_seed": curves, "removed": removed}
+    if out:  # the attributes of the runs pruned (their config and provenance)
+        from jaxattn import io
+
+        arrays = {
+            "risk": (("run", "n_removed"), np.asarray(curves)),
+            "removed_head": (("run", "step"), np.asarray(removed)),
+        }
+        attrs = {**ds.attrs, "experiment": "slm_prune", "runs_of": ds.attrs.get("experiment", "")}
+        io.save(io.result_dataset(record, experiment="slm_prune", config=cfg, arrays=arrays, attrs=attrs), out)
     fig_err = figure_error(figure, lambda path: _prune_figure(curves, cfg["activation"], path))
-    emit(
-        {
-            "activation": cfg["activation"],
-            "H": H,
-            "risk_vs_removed": mean,
-            "per_seed": curves,
-            "removed": removed,
-            "figure": None if fig_err else figure or None,
-        },
-        as_json,
-    )
+    emit({**record, "out": out or None, "figure": None if fig_err else figure or None}, as_json)
     fail_late(fig_err)
 
 

@@ -52,6 +52,8 @@ class SampledProfile(NamedTuple):
             (empty without ``reweight_span``).
         dS: per draw, ``S_{P+d}(G) - S_P(G)``, shape ``(K, chains, draws, S)`` (``None``
             without ``reweight_span``).
+        attrs: the attributes of the run that sampled it (its experiment, config and
+            provenance; :func:`jaxattn.engine.dataset_attrs`).
     """
 
     a: np.ndarray
@@ -70,6 +72,7 @@ class SampledProfile(NamedTuple):
     move_acceptance: np.ndarray
     shifts: np.ndarray
     dS: np.ndarray | None
+    attrs: dict | None = None
 
 
 def sampled_profile(
@@ -255,6 +258,43 @@ def profile_of(ds: xr.Dataset, config: CopyLandscapeConfig, P: int, n_bins: int 
         np.asarray(ds["move_acceptance"].values, float).mean(axis=1),
         np.asarray(ds["shift"].values) if "dS" in ds else np.zeros(0, int),
         np.asarray(ds["dS"].transpose("window", "chain", "draw", "shift").values, float) if "dS" in ds else None,
+        dict(ds.attrs),
+    )
+
+
+def profiles_dataset(profiles: list[SampledProfile], P: list[int]) -> xr.Dataset:
+    """Sampled profiles over ``P`` as one dataset, with the attributes of the run that sampled
+    the last (its experiment, config and provenance): ``a``, ``F``, ``dF`` and ``theory``
+    ``(P, bin)``; the windows' ``target``, ``c_mean``, ``rhat``, ``ess`` and ``flagged``
+    ``(P, window)``; the swap ``acceptance`` ``(P, pair)``; ``passages`` ``(P,)``. Profiles
+    with fewer windows or bins than the most are padded with NaN.
+
+    Args:
+        profiles: the sampled profiles (the ``profiles`` of :func:`landscape`).
+        P: their numbers of sequences.
+
+    Returns:
+        The dataset.
+    """
+
+    def stack(name: str, dim: str) -> tuple[tuple[str, str], np.ndarray]:
+        rows = [np.asarray(getattr(p, name), float) for p in profiles]
+        out = np.full((len(rows), max(r.size for r in rows)), np.nan)
+        for i, r in enumerate(rows):
+            out[i, : r.size] = r
+        return ("P", dim), out
+
+    bins = {k: stack(k, "bin") for k in ("a", "F", "dF", "theory")}
+    windows = {k: stack(k, "window") for k in ("targets", "c_mean", "rhat", "ess", "flagged")}
+    return xr.Dataset(
+        {
+            **bins,
+            **{("target" if k == "targets" else k): v for k, v in windows.items()},
+            "acceptance": stack("acceptance", "pair"),
+            "passages": ("P", np.asarray([p.passages for p in profiles])),
+        },
+        coords={"P": list(P)},
+        attrs=dict(profiles[-1].attrs or {}),
     )
 
 
