@@ -78,12 +78,20 @@ def _plugins() -> dict[str, str]:
 
 def _start(ctx: click.Context) -> None:
     """What every computing command needs first, once per process: one XLA host device per core
-    (grids are sharded over them) and the persistent compilation cache (unless ``--no-cache``)."""
+    (grids are sharded over them), the persistent compilation cache (unless ``--no-cache``), and
+    JAX's notices through the project (its log's warnings said once each, in one line; XLA's
+    informational C++ log off unless ``TF_CPP_MIN_LOG_LEVEL`` says otherwise)."""
     root = ctx.find_root()
     if (root.obj or {}).get("started"):
         return
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # read when XLA's runtime loads, below
     from jaxattn.core.devices import use_cpu_cores
+    from jaxattn.core.notices import route
     from jaxattn.engine import cache
+
+    route("jax", "JAX")
 
     use_cpu_cores()
     if not (root.obj or {}).get("no_cache"):

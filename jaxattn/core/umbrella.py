@@ -35,7 +35,6 @@ its own errors by a name its module never imports, a ``NameError``).
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -44,25 +43,13 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxattn.core.checks import plain
-
-DEPENDENCY_LOG = "jaxattn.dependencies"
-"""The logger that pymbar's own messages go to, at debug level (its banner about JAX's 64-bit
-mode is false here: :func:`profile` scopes that switch; its note on the timeseries module is
-general advice). ``logging.getLogger(DEPENDENCY_LOG).setLevel(logging.DEBUG)`` shows them."""
-
-
-class _ToDebug(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        logging.getLogger(DEPENDENCY_LOG).debug("%s: %s", record.name, record.getMessage())
+from jaxattn.core.notices import route
 
 
 def _pymbar():
-    """pymbar, imported with its log sent to :data:`DEPENDENCY_LOG` at debug level (it prints
+    """pymbar, imported with its log sent to :data:`jaxattn.core.notices.DEPENDENCY_LOG` at debug level (it prints
     through Python's last-resort handler, at import, otherwise)."""
-    log = logging.getLogger("pymbar")
-    if not any(isinstance(h, _ToDebug) for h in log.handlers):
-        log.addHandler(_ToDebug())
-        log.propagate = False
+    route("pymbar")
     import pymbar
     import pymbar.mbar
     import pymbar.timeseries
