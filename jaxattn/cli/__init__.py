@@ -87,6 +87,8 @@ def _start(ctx: click.Context) -> None:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # read when XLA's runtime loads, below
+    import jax  # noqa: F401  (before route: JAX's own log handler is installed at import)
+
     from jaxattn.core.devices import use_cpu_cores
     from jaxattn.core.notices import route
     from jaxattn.engine import cache

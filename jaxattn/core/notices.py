@@ -36,7 +36,9 @@ class _OneLine(logging.Handler):
 def route(name: str, label: str | None = None) -> None:
     """Send the records of the logger ``name`` (and its children) to :data:`DEPENDENCY_LOG` at
     debug level instead of Python's last-resort handler; with ``label``, also say its warnings
-    and errors on stderr, each text once, as one line ``jaxattn: LABEL: first line``. Idempotent.
+    and errors on stderr, each text once, as one line ``jaxattn: LABEL: first line``. A stream
+    handler the dependency installed on that logger itself is removed: import it first.
+    Idempotent.
 
     Args:
         name: The dependency's logger (``"pymbar"``, ``"jax"``).
@@ -45,6 +47,9 @@ def route(name: str, label: str | None = None) -> None:
     log = logging.getLogger(name)
     if any(isinstance(h, _ToDebug) for h in log.handlers):
         return
+    for h in list(log.handlers):  # a stream of its own (JAX before 0.9 installs one at import)
+        if isinstance(h, logging.StreamHandler):
+            log.removeHandler(h)
     log.addHandler(_ToDebug())
     if label is not None:
         log.addHandler(_OneLine(label))
