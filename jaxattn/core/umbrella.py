@@ -347,8 +347,9 @@ def probability(
         targets = np.asarray(s_n, float).T
     with jax.enable_x64(True), _bar_start(draws):
         mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
-        # the log of the indicator's zeros is -inf where the event is false: meant, not a fault
-        with np.errstate(divide="ignore"):
+        # the log of the indicator's zeros is -inf where the event is false: meant, not a fault;
+        # a variance that rounds below 0 (an indicator near 0 or 1) is a NaN error, returned as such
+        with np.errstate(divide="ignore", invalid="ignore"):
             res = mbar.compute_expectations(np.asarray(event(a_n), float), u_kn=targets)  # one per target
     mu, sigma = np.ravel(res["mu"]).astype(float), np.ravel(res["sigma"]).astype(float)
     if shift is None:
