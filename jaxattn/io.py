@@ -80,8 +80,8 @@ def result_dataset(
         experiment: What computed it (the ``experiment`` attribute).
         config: What it was computed with (JSON values; the ``config`` attribute).
         arrays: Further variables, ``name -> (dims, values)`` or a DataArray.
-        attrs: Attributes that replace the defaults (an engine run's own provenance and config,
-            where the result was computed from one).
+        attrs: Attributes that replace the config and provenance (an engine run's own, where
+            the result was computed from one); ``experiment`` is always the one given.
         x64: The precision it ran at, for the provenance (:func:`jaxattn.engine.provenance.collect`).
         matmul_precision: The precision of its matrix products, likewise.
 
@@ -99,10 +99,10 @@ def result_dataset(
     flags = {k: int(v) for k, v in record.items() if isinstance(v, (bool, np.bool_))}
     ds = xr.Dataset({**scalars, **flags, **(arrays or {})})
     ds.attrs = {
-        "experiment": experiment,
         "config": json.dumps(config),
         "provenance": provenance.as_attr(x64, matmul_precision),
         **(attrs or {}),
+        "experiment": experiment,
     }
     return with_result(ds, record)
 
@@ -118,20 +118,28 @@ def with_result(ds: xr.Dataset, record: dict) -> xr.Dataset:
     Returns:
         A copy of ``ds`` with the attribute set.
     """
-    return ds.assign_attrs(result=json.dumps(_json_safe(record)))
+    return ds.assign_attrs(result=json.dumps(json_safe(record)))
 
 
-def _json_safe(v):
-    """JSON values: NumPy numbers as Python's, non-finite floats as ``None``."""
+def json_safe(v):
+    """``v`` as strict JSON values, at any depth: NumPy arrays and numbers as Python's, tuples as
+    lists, and non-finite floats as ``None`` (``null``: "no value" to every reader).
+
+    Args:
+        v: A result (dicts, lists, numbers, NumPy values, strings).
+
+    Returns:
+        The same structure, each value one that ``json.dumps`` writes as strict JSON.
+    """
     import math
 
     if isinstance(v, dict):
-        return {str(k): _json_safe(x) for k, x in v.items()}
+        return {str(k): json_safe(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
+        return [json_safe(x) for x in v]
     tolist = getattr(v, "tolist", None)
     if callable(tolist):
-        return _json_safe(tolist())
+        return json_safe(tolist())
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v

@@ -165,20 +165,14 @@ def words(_ctx, _param, value):
     return vals
 
 
-def _finite_or_none(v):
-    if isinstance(v, float) and v != v:  # NaN: not JSON; null says "no value" to every reader
-        return None
-    if isinstance(v, list):
-        return [_finite_or_none(x) for x in v]
-    return v
-
-
 def emit(obj: dict, as_json: bool, summary: dict | None = None) -> None:
     """The command's result: with ``as_json``, ``obj`` as one JSON object at full precision
     (strict JSON: ``NaN`` is ``null``); else a summary for a person (:func:`summary_lines`) of
     ``summary``, or of ``obj`` where none is given."""
     if as_json:
-        click.echo(json.dumps({k: _finite_or_none(v) for k, v in obj.items()}))
+        from jaxattn.io import json_safe
+
+        click.echo(json.dumps(json_safe(obj)))
     else:
         click.echo("\n".join(summary_lines(obj if summary is None else summary)))
 

@@ -215,14 +215,13 @@ def theory(N, P, out, as_json, **o):
     arch = config_from(CopyArch, o)
     summary = theory_summary(arch, N, Ps)
     if out:
-        import dataclasses
-
         from jaxattn import io
+        from jaxattn.engine.config import to_json
 
         curves = summary.get("curves") or {}
         arrays = {k: ("P", np.asarray(v, float)) for k, v in curves.items() if k != "P"}
         ds = io.result_dataset(
-            summary, experiment="copy_theory", config={**dataclasses.asdict(arch), "N": N}, arrays=arrays, x64=True
+            summary, experiment="copy_theory", config={**to_json(arch), "N": N}, arrays=arrays, x64=True
         )
         io.save(ds.assign_coords(P=curves["P"]) if curves else ds, out)
     emit({**summary, "out": out or None}, as_json)

@@ -133,7 +133,7 @@ def train(out, figure, ode, as_json, **o):
     ds = _train(o)
     th = _ode_beside(o) if ode else None
     if th is not None:  # in the same file: ode_M, ode_Q, ode_b, ode_error, ode_diverged
-        ds = ds.assign({f"ode_{k}": th[k] for k in ("M", "Q", "b", "diverged")} | {"ode_error": th["risk"]})
+        ds = _beside(ds, th, "ode")
     if out:
         io.save(ds, out)
     br = _bayes(_prior(o).scaled(o["signal"][0]), o["L"][0]).risk
@@ -170,6 +170,12 @@ def train(out, figure, ode, as_json, **o):
         human["final_error"] = f"{human['final_error']:.4g} (sd {std:.2g} over {final.sizes['seed']} seeds)"
     emit(record, as_json, human)
     fail_late(fig_err)
+
+
+def _beside(ds, th, prefix: str):
+    """The runs ``ds`` with their theory ``th`` in the same dataset: ``PREFIX_M``, ``_Q``,
+    ``_b``, ``_diverged`` and ``_error`` (the theory's ``risk``)."""
+    return ds.assign({f"{prefix}_{k}": th[k] for k in ("M", "Q", "b", "diverged")} | {f"{prefix}_error": th["risk"]})
 
 
 def _ode_beside(o: dict):
@@ -234,8 +240,7 @@ def compare(theory, gradient_flow, out, figure, as_json, **o):
     if out:  # the runs and their theory side by side, as slm train saves them (theory_*)
         from jaxattn import io
 
-        ds = c.simulation.assign({f"theory_{k}": c.theory[k] for k in ("M", "Q", "b", "diverged")})
-        io.save(io.with_result(ds.assign(theory_error=c.theory["risk"]), c.deviations), out)
+        io.save(io.with_result(_beside(c.simulation, c.theory, "theory"), c.deviations), out)
     fig_err = figure_error(figure, lambda path: sc.figure(c, path))
     emit({**c.deviations, "out": out or None, "figure": None if fig_err else figure or None}, as_json)
     fail_late(fig_err)
@@ -316,7 +321,7 @@ def prune(source, n_bank, out, figure, as_json, **o):
             "risk": (("run", "n_removed"), np.asarray(curves)),
             "removed_head": (("run", "step"), np.asarray(removed)),
         }
-        attrs = {**ds.attrs, "experiment": "slm_prune", "runs_of": ds.attrs.get("experiment", "")}
+        attrs = {**ds.attrs, "runs_of": ds.attrs.get("experiment", "")}
         io.save(io.result_dataset(record, experiment="slm_prune", config=cfg, arrays=arrays, attrs=attrs), out)
     fig_err = figure_error(figure, lambda path: _prune_figure(curves, cfg["activation"], path))
     emit({**record, "out": out or None, "figure": None if fig_err else figure or None}, as_json)

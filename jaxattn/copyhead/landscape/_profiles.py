@@ -284,12 +284,11 @@ def profiles_dataset(profiles: list[SampledProfile], P: list[int]) -> xr.Dataset
             out[i, : r.size] = r
         return ("P", dim), out
 
-    bins = {k: stack(k, "bin") for k in ("a", "F", "dF", "theory")}
-    windows = {k: stack(k, "window") for k in ("targets", "c_mean", "rhat", "ess", "flagged")}
     return xr.Dataset(
         {
-            **bins,
-            **{("target" if k == "targets" else k): v for k, v in windows.items()},
+            **{k: stack(k, "bin") for k in ("a", "F", "dF", "theory")},
+            "target": stack("targets", "window"),
+            **{k: stack(k, "window") for k in ("c_mean", "rhat", "ess", "flagged")},
             "acceptance": stack("acceptance", "pair"),
             "passages": ("P", np.asarray([p.passages for p in profiles])),
         },
