@@ -249,7 +249,8 @@ for D, n in cases:
     with open(os.environ["PART_JSONL"], "a") as f:
         f.write(json.dumps(r) + "\n")
     print(f"D={D} runs={n} steps={steps} default_block={r['default_block']} jaxattn={r['jaxattn']:,.0f} "
-          f"draw_only={r['draw_only']:,.0f} of_draw={r['frac_of_draw']:.0%} torch={r['torch_loop']}", flush=True)
+          f"draw_only={r['draw_only']:,.0f} of_draw={r['frac_of_draw']:.0%} torch={r['torch_loop']} "
+          f"kernels_per_step={r['kernels_per_step']}", flush=True)
 EOF
 }
 

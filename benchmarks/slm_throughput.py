@@ -37,7 +37,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp
 import numpy as np
 
-from jaxattn import slm  # noqa: E402
+from jaxattn import engine, slm  # noqa: E402
+from jaxattn.core import hlo, keys  # noqa: E402
 from jaxattn.core.devices import shard_streams  # noqa: E402
 from jaxattn.slm import (
     priors,  # noqa: E402
@@ -47,6 +48,9 @@ from jaxattn.slm.network import Arch  # noqa: E402
 
 ACT = "bayes_softmax"
 
+
+THREEFRY = ["unrolled"]
+"""The lowering of JAX's generator the run uses (``--threefry``)."""
 
 SCAN = (2, 4, 8, 16, 32, 64)
 """The blocks timed beside the default (those that give every device a block)."""
@@ -59,6 +63,15 @@ def default_block(D, L, H, F, nu, n_runs):
     config = slm.SLMConfig(D=D, prior=priors.onehot(F, nu), activation=ACT, share_data=False)
     grid = engine.Grid.from_values(engine.get("slm_sgd").axis, dict(seed=list(range(n_runs)), H=H, L=L))
     return engine.make_plan(engine.get("slm_sgd"), config, grid).block
+
+
+def kernels_per_step(D, L, H, F, nu, n_runs):
+    """The kernels one SGD step of the benchmark's grid runs (its default block), read from the
+    compiled ``step`` program: on a GPU, its launches per step."""
+    config = slm.SLMConfig(D=D, prior=priors.onehot(F, nu), activation=ACT, share_data=False, t_max=1 / D,
+                           n_records=1, n_test=1)
+    text = engine.program_text(engine.get("slm_sgd"), config, seed=list(range(n_runs)), H=H, L=L, eta=0.5)
+    return hlo.loop_kernels(text, engine.get("slm_sgd").step_scope)
 
 
 def jaxattn_timer(D, L, H, F, nu, n_runs, steps, devices, block=None):
@@ -162,7 +175,9 @@ def bench(D, L, H, n_runs, steps, torch_steps, F=2, nu=9.0, repeats=5, scan=SCAN
     best = max(rate, key=rate.__getitem__)
     tor = time_torch(D, L, H, F, nu, torch_steps)
     jx = rate[dflt]
+    k = kernels_per_step(D, L, H, F, nu, n_runs)
     row = dict(D=D, L=L, H=H, runs=n_runs, devices=len(devs), default_block=dflt, jaxattn=jx,
+               kernels_per_step=k.per_trip, kernels_by_opcode=k.by_opcode, threefry=THREEFRY[0],
                best_block=best, jaxattn_best=rate[best], of_best=jx / rate[best],
                by_block={str(b): r for b, r in rate.items()}, jaxattn_1_device=one, draw_only=draw,
                torch_loop=tor, frac_of_draw=jx / draw, x_torch=(jx / tor if tor else None))
@@ -177,7 +192,11 @@ def main():
     ap.add_argument("--repeats", type=int, default=None, help="timings per block (default 3)")
     ap.add_argument("--steps", type=int, default=None, help="steps of the shorter run (default 1000 / 2000)")
     ap.add_argument("--scan", default=None, help="blocks to time, comma-separated (default 2,4,...,64)")
+    ap.add_argument("--threefry", choices=("unrolled", "rolled"), default="unrolled",
+                    help="JAX's generator on a CPU: unrolled (jaxattn's default) or JAX's own loop")
     a = ap.parse_args()
+    keys.unroll_threefry(a.threefry == "unrolled")  # the engine's programs and the draw-only bound alike
+    THREEFRY[0] = a.threefry
     if a.quick:
         cases = [dict(D=100, L=4, H=2, n_runs=8, steps=50, torch_steps=50, repeats=1, scan=())]
     else:
@@ -191,9 +210,10 @@ def main():
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__},"
           f" backend {jax.default_backend()}, activation {ACT}")
     print(f"# rates in samples x runs / s; jaxattn and draw-only over {len(jax.local_devices())} host devices")
+    print(f"# JAX's generator {a.threefry} on the CPU; kernels: per SGD step, in the compiled step program")
     print("| D | L | H | runs | default block | jaxattn | best block | its rate | default / best | default, 1 device |"
-          " draw-only | torch loop | jaxattn / draw-only | jaxattn / torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          " draw-only | torch loop | jaxattn / draw-only | jaxattn / torch | kernels / step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for c in cases:
         r = bench(**c)
@@ -203,7 +223,7 @@ def main():
         print(f"| {r['D']} | {r['L']} | {r['H']} | {r['runs']} | {r['default_block']} | {r['jaxattn']:,.0f} |"
               f" {r['best_block']} | {r['jaxattn_best']:,.0f} | {r['of_best']:.0%} | {r['jaxattn_1_device']:,.0f} |"
               f" {r['draw_only']:,.0f} |"
-              f" {tor} | {r['frac_of_draw']:.0%} | {xt} |", flush=True)
+              f" {tor} | {r['frac_of_draw']:.0%} | {xt} | {r['kernels_per_step']} |", flush=True)
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)

@@ -4,7 +4,8 @@ of the sampled phase diagram (L = 32 for N = 1 to 20; L = 8 to 48 at N = 1 and N
 
 - the large-deviation P* (``jaxattn.copyhead.fluctuations.p_star_large_deviation``: the
   posterior of the reduced action projected on the previous-token weight through the large
-  deviations of the rows' statistics), at every point;
+  deviations of the rows' statistics), at every point, converged in its row samples (to 0.1%),
+  with its error from independent scrambles;
 - the variational P* (``p_star_variational``: the best Gaussian q(G) with its mean on the ansatz,
   256 draws per copy strength), at L = 32 for N = 1, 2, 5, 20 and at L = 8 for N = 1 (it costs
   minutes a point);
@@ -43,9 +44,11 @@ OPT = _options.parse(__doc__)
 POINTS = [(32, N) for N in (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)]
 POINTS += [(L, N) for N in (1.0, 20.0) for L in (8, 16, 24, 48)]
 VARIATIONAL = {(32, 1.0), (32, 2.0), (32, 5.0), (32, 20.0), (8, 1.0)}
-N_SAMPLES, N_ROWS = 256, 1024
+N_SAMPLES = 256
+LD = dict(n_samples=512, rtol=1e-3, n_scrambles=4, max_samples=1 << 14)  # p_star_large_deviation's defaults
 if OPT.quick:
-    POINTS, VARIATIONAL, N_SAMPLES, N_ROWS = [(8, 20.0)], {(8, 20.0)}, 16, 64
+    POINTS, VARIATIONAL, N_SAMPLES = [(8, 20.0)], {(8, 20.0)}, 16
+    LD = dict(n_samples=32, rtol=1e-2, n_scrambles=2, max_samples=64)
 SAMPLED = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_phase_sampled.json")
 
 
@@ -68,10 +71,12 @@ def figures(sampled: dict, rows: list[dict]) -> None:
 
 
 THEORIES = ("p_star_large_deviation", "p_star_variational")
+LD_KEYS = ("p_star_large_deviation", "p_star_large_deviation_err", "n_samples_large_deviation",
+           "converged_large_deviation")
 OUT = os.path.join(OPT.out_dir, "copy_variational.json")
 
 
-KEY = _options.result_key(n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS)
+KEY = _options.result_key(n_samples_variational=N_SAMPLES, large_deviation=LD)
 
 
 def earlier() -> dict:
@@ -81,14 +86,14 @@ def earlier() -> dict:
     return {} if kept is None else {(r["L"], r["N"]): r for r in kept["rows"]}
 
 
-def barrier(arch: network.CopyArch, P: float | None, N: float) -> float | None:
+def barrier(arch: network.CopyArch, P: float | None, N: float, n_rows: int) -> float | None:
     """The large-deviation profile's barrier at its own P* (``umbrella.two_basins`` on 400 points
-    of ``a``; 0 with one minimum)."""
+    of ``a``, ``n_rows`` points of the rows; 0 with one minimum)."""
     if P is None:
         return None
     x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)
     a = 1 / (1 + np.exp(-x))
-    F = fluctuations.large_deviation_profile(arch, P, N, a, n_samples=N_ROWS)
+    F = fluctuations.large_deviation_profile(arch, P, N, a, n_samples=n_rows)
     return float(umbrella.two_basins(a, F, np.zeros_like(F)).barrier)
 
 
@@ -100,9 +105,16 @@ def main():
         arch = network.CopyArch(L, 4)
         kept = done.get((L, N))
         if kept:
-            ld, var, t_ld = kept["p_star_large_deviation"], kept["p_star_variational"], kept["seconds_large_deviation"]
+            ld = {k: kept[k] for k in LD_KEYS}
+            var, t_ld = kept["p_star_variational"], kept["seconds_large_deviation"]
         else:
-            ld = fluctuations.p_star_large_deviation(arch, N, n_samples=N_ROWS)
+            res = fluctuations.p_star_large_deviation(arch, N, **LD)
+            ld = dict(
+                p_star_large_deviation=res.p_star,
+                p_star_large_deviation_err=res.error,
+                n_samples_large_deviation=res.n_samples,
+                converged_large_deviation=res.converged,
+            )
             t_ld = time.perf_counter() - t0
             var = fluctuations.p_star_variational(arch, N, n_samples=N_SAMPLES) if (L, N) in VARIATIONAL else None
         s = known.get((L, N), {})
@@ -110,8 +122,8 @@ def main():
             dict(
                 L=L,
                 N=N,
-                p_star_large_deviation=ld,
-                barrier_large_deviation=barrier(arch, ld, N),
+                **ld,
+                barrier_large_deviation=barrier(arch, ld["p_star_large_deviation"], N, ld["n_samples_large_deviation"]),
                 p_star_variational=var,
                 p_star_sampled=s.get("p_star_sampled"),
                 p_star_sampled_err=s.get("p_star_sampled_err"),
@@ -125,7 +137,7 @@ def main():
         print(json.dumps(rows[-1]), flush=True)
     os.makedirs(OPT.out_dir, exist_ok=True)
     with open(OUT, "w") as f:
-        json.dump(dict(key=KEY, n_samples_variational=N_SAMPLES, n_samples_large_deviation=N_ROWS, rows=rows), f, indent=1)
+        json.dump(dict(key=KEY, n_samples_variational=N_SAMPLES, large_deviation=LD, rows=rows), f, indent=1)
     figures(sampled, rows)
 
     def fmt(x, ref=None):
@@ -133,13 +145,22 @@ def main():
             return "-"
         return f"{x:.1f}" if ref is None else f"{x:.1f} ({100 * (x / ref - 1):+.1f}%)"
 
-    keys = ("p_star_large_deviation", "p_star_variational", "p_star_corrected", "p_star_reduced")
+    def ld_cell(r):
+        x, e, ref, se = r["p_star_large_deviation"], r["p_star_large_deviation_err"], r["p_star_sampled"], r["p_star_sampled_err"]
+        if x is None:
+            return "-"
+        if ref is None:
+            return f"{x:.2f} ± {e:.2f}"
+        z = (x - ref) / np.hypot(e, se or 0.0)
+        return f"{x:.2f} ± {e:.2f} ({100 * (x / ref - 1):+.2f}%, {z:+.1f} combined errors)"
+
+    keys = ("p_star_variational", "p_star_corrected", "p_star_reduced")
     print("| L | N | sampled P* | large deviation | variational | corrected | reduced | barrier sampled | barrier LD |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         ref = r["p_star_sampled"]
         sampled = "-" if ref is None else f"{ref:.1f} ± {r['p_star_sampled_err']:.1f}"
-        cells = [fmt(r[k], ref) for k in keys]
+        cells = [ld_cell(r)] + [fmt(r[k], ref) for k in keys]
         bars = ["-" if r[k] is None else f"{r[k]:.2f}" for k in ("barrier_sampled", "barrier_large_deviation")]
         print(f"| {r['L']} | {r['N']:g} | {sampled} | " + " | ".join(cells + bars) + " |")
 

@@ -22,6 +22,7 @@ and their zero (:func:`p_star_large_deviation`).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -341,14 +342,14 @@ def p_star_variational(
     return _zero_in_P(lo, P0, xtol)
 
 
-def _zero_in_P(log_odds, P0: float, xtol: float) -> float | None:
-    """The zero of a basins' log-odds curve in ``P``: secant steps from ``P0`` and ``1.1 P0``
-    until it changes sign (a step at most a quarter of ``P``; the longest such step towards the
-    zero when the secant's slope is not positive), then Brent's method on the last bracket;
-    ``None`` after 20 steps."""
+def _zero_in_P(log_odds, P0: float, xtol: float, first: float = 0.1) -> float | None:
+    """The zero of a basins' log-odds curve in ``P``: secant steps from ``P0`` and
+    ``(1 + first) P0`` until it changes sign (a step at most a quarter of ``P``; the longest such
+    step towards the zero when the secant's slope is not positive), then Brent's method on the
+    last bracket; ``None`` after 20 steps."""
     from scipy.optimize import brentq
 
-    Ps, ys = [P0, 1.1 * P0], [log_odds(P0), log_odds(1.1 * P0)]
+    Ps, ys = [P0, (1 + first) * P0], [log_odds(P0), log_odds((1 + first) * P0)]
     for _ in range(20):
         if ys[-1] == 0 or np.sign(ys[-1]) != np.sign(ys[-2]):
             break
@@ -590,24 +591,93 @@ def basin_masses(x: np.ndarray, density: np.ndarray, divider: float) -> tuple[fl
     return float(below), float(above)
 
 
+class LargeDeviationPStar(NamedTuple):
+    """The large-deviation ``P*`` (:func:`p_star_large_deviation`) with its own error.
+
+    Attributes:
+        p_star: The mean over the scrambles of their ``P*`` at ``n_samples`` (``None`` where a
+            scramble's search found no change of sign).
+        error: The standard error of that mean, from the spread of the independent scrambles.
+        n_samples: The quasi-Monte Carlo points of a row's other logits it ended at.
+        converged: Whether the mean moved by less than ``rtol`` of itself on the last doubling
+            of ``n_samples`` and ``error`` is below ``rtol`` of it.
+        scrambles: Each scramble's ``P*`` at ``n_samples``.
+        path: ``(n_samples, mean P*, error)`` at each number of points tried.
+    """
+
+    p_star: float | None
+    error: float
+    n_samples: int
+    converged: bool
+    scrambles: tuple[float, ...]
+    path: tuple[tuple[int, float, float], ...]
+
+
 def p_star_large_deviation(
-    arch: network.CopyArch, N: float, P0: float | None = None, n_samples: int = 1024, seed: int = 0, xtol: float = 0.2
-) -> float | None:
+    arch: network.CopyArch,
+    N: float,
+    P0: float | None = None,
+    n_samples: int = 512,
+    seed: int = 0,
+    rtol: float = 1e-3,
+    n_scrambles: int = 4,
+    max_samples: int = 1 << 14,
+) -> LargeDeviationPStar:
     """The ``P`` at which the large-deviation basins' log-odds (:func:`large_deviation_log_odds`,
-    split at the reduced action's barrier) vanish: the secant-then-Brent search of
-    :func:`p_star_variational`.
+    split at the reduced action's barrier) vanish, converged in the row samples, with its error.
+
+    Each of ``n_scrambles`` independent scramblings of the Sobol points (seeds ``seed``,
+    ``seed + 1``, ...) gives a ``P*`` by the secant-then-Brent search of
+    :func:`p_star_variational` (to ``rtol / 20`` of ``P``); their mean is the estimate and the
+    standard error of the mean its error. The points per scramble start at ``n_samples`` and
+    double (each search warm-started at its last ``P*``) until the mean moves by less than
+    ``rtol`` of itself and the error is below ``rtol`` of it, or until ``max_samples``:
+    ``converged`` says which.
 
     Args:
         arch: the network (softmax attention).
         N: inverse temperature (finite).
         P0: where to start; default the reduced action's ``P*``.
-        n_samples: Monte Carlo draws of a row's other logits.
-        seed: the draws' seed.
-        xtol: Brent's tolerance on ``P``.
+        n_samples: the first number of quasi-Monte Carlo points of a row's other logits.
+        seed: the first scramble's seed.
+        rtol: the relative tolerance of the estimate (its move on a doubling, and its error).
+        n_scrambles: independent scramblings, ``>= 2``.
+        max_samples: the most points per scramble.
 
     Returns:
-        The large-deviation ``P*``, or ``None`` when 20 steps find no change of sign.
+        A :class:`LargeDeviationPStar`.
+
+    Raises:
+        ValueError: naming ``P0``, ``n_samples``, ``rtol``, ``n_scrambles`` or ``max_samples``.
     """
+    n = checks.integer("n_samples", n_samples, 1)
+    rtol = checks.positive("rtol", rtol)
+    k = checks.integer("n_scrambles", n_scrambles, 2)
+    top = checks.integer("max_samples", max_samples, n)
+    if P0 is not None:
+        checks.positive("P0", P0)
     P_red, a_bar = theory_barrier(arch, N)
-    P0 = checks.positive("P0", P_red if P0 is None else P0)
-    return _zero_in_P(lambda P: large_deviation_log_odds(arch, P, N, a_bar, n_samples=n_samples, seed=seed), P0, xtol)
+    P0 = P_red if P0 is None else float(P0)
+    starts, path, last = [P0] * k, [], None
+    while True:
+        found = []
+        for j, start in enumerate(starts):
+            found.append(
+                _zero_in_P(
+                    lambda P, j=j, n=n: large_deviation_log_odds(arch, P, N, a_bar, n_samples=n, seed=seed + j),
+                    start,
+                    xtol=rtol / 20 * start,
+                    first=0.1 if last is None else rtol,  # warm: the zero is near
+                )
+            )
+        if any(f is None for f in found):
+            return LargeDeviationPStar(
+                None, float("nan"), n, False, tuple(np.nan if f is None else f for f in found), tuple(path)
+            )
+        P_star = float(np.mean(found))
+        error = float(np.std(found, ddof=1) / np.sqrt(k))
+        path.append((n, P_star, error))
+        done = last is not None and abs(P_star - last) < rtol * P_star and error < rtol * P_star
+        if done or 2 * n > top:
+            return LargeDeviationPStar(P_star, error, n, done, tuple(float(f) for f in found), tuple(path))
+        starts, last, n = [float(f) for f in found], P_star, 2 * n

@@ -15,7 +15,7 @@ array; it needs the ``cluster`` extra). The ``_``-prefixed modules are internal.
 
 from jaxattn.engine import cache, config, provenance, store
 from jaxattn.engine._axes import Axis, Dim, Grid, choice_axis, float_axis, int_axis
-from jaxattn.engine._compute import clear_caches, run
+from jaxattn.engine._compute import clear_caches, program_text, run
 from jaxattn.engine._experiment import Experiment, Layout, OneShot, over_groups, segments, stream_values
 from jaxattn.engine._plan import GridError, Plan, default_block, default_memory_budget, make_plan
 from jaxattn.engine._registry import get, names, register
@@ -56,6 +56,7 @@ __all__ = [
     "over_groups",
     "parse",
     "parse_size",
+    "program_text",
     "provenance",
     "register",
     "run",

@@ -82,8 +82,10 @@ class Programs:
     """
 
     def __init__(self, experiment: Experiment, static):
+        from jaxattn.core.keys import default_threefry
         from jaxattn.core.precision import matmul
 
+        default_threefry()  # before the first trace: JAX's generator lowered unrolled on CPUs
         e = experiment
         self.experiment, self.static = experiment, static
         self.matmul_precision = e.static_matmul_precision(static)
@@ -106,6 +108,7 @@ class Programs:
         self.fns = {"init": init, "step": step, "finish": finish}
         self.donate = {"step": 2}  # step's state is consumed: its buffers are reused
         self._ready: dict[tuple, tuple] = {}
+        self._shapes: dict[str, tuple] = {}
         self._lock = threading.Lock()
 
     def __call__(self, name: str, *args):
@@ -114,8 +117,26 @@ class Programs:
         with self._lock:
             if sig not in self._ready:
                 self._ready[sig] = self._build(name, args, leaves, tdef, sig)
+                self._shapes[name] = (sig, [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves])
         fn, out_def = self._ready[sig]
         return jax.tree_util.tree_unflatten(out_def, fn(*leaves))
+
+    def compiled_text(self, name: str) -> str:
+        """The optimised HLO of program ``name`` (``"init"``, ``"step"``, ``"finish"``) for the
+        shapes it was last built for: the module XLA compiles, whose fusions and other
+        instructions are the kernels the device runs.
+
+        Args:
+            name: The program.
+
+        Returns:
+            The compiled module as text (``Compiled.as_text``).
+
+        Raises:
+            KeyError: If the program has not been called.
+        """
+        sig, shapes = self._shapes[name]
+        return self._ready[sig][0].lower(*shapes).compile().as_text()
 
     def _build(self, name, args, leaves, tdef, sig):
         """Load the exported program, or export it (a trace and a lowering) and keep it. A stored
@@ -467,15 +488,7 @@ def run(
         GridError: If the config, grid or settings are invalid.
         ValueError: If both ``grid`` and axes are given, or a keyword is not an axis.
     """
-    if axes:
-        if grid is not None:
-            raise ValueError(f"give the grid either as grid= or as axes ({', '.join(axes)}), not both")
-        grid = Grid.from_values(experiment.axis, axes)
-    devices = tuple(jax.local_devices() if devices is None else devices)
-    budget = default_memory_budget(devices) if memory_budget is None else memory_budget
-    plan = make_plan(
-        experiment, config, grid, fixed=fixed, block=block, group=group, devices=devices, memory_budget=budget
-    )
+    plan, devices, budget = _plan(experiment, config, grid, fixed, devices, block, group, memory_budget, axes)
     points = plan.grid.points()
     chunks = chunk_streams(plan, points, len(devices), chunk_size, budget)
     groups, n_blocks = chunk_shape(plan, chunks, len(devices))
@@ -494,6 +507,62 @@ def run(
     finally:
         bar.close()
     return to_dataset(plan, out, wall=time.perf_counter() - t0)
+
+
+def _plan(experiment, config, grid, fixed, devices, block, group, memory_budget, axes) -> tuple[Plan, tuple, int]:
+    """:func:`run`'s plan, devices and memory budget from its arguments."""
+    if axes:
+        if grid is not None:
+            raise ValueError(f"give the grid either as grid= or as axes ({', '.join(axes)}), not both")
+        grid = Grid.from_values(experiment.axis, axes)
+    devices = tuple(jax.local_devices() if devices is None else devices)
+    budget = default_memory_budget(devices) if memory_budget is None else memory_budget
+    plan = make_plan(
+        experiment, config, grid, fixed=fixed, block=block, group=group, devices=devices, memory_budget=budget
+    )
+    return plan, devices, budget
+
+
+def program_text(
+    experiment: Experiment,
+    config=None,
+    grid: Grid | None = None,
+    *,
+    program: str = "step",
+    fixed: dict | None = None,
+    devices=None,
+    block: int | None = None,
+    group: int | None = None,
+    **axes: Any,
+) -> str:
+    """The optimised HLO module of one of the programs :func:`run` runs for this grid, as XLA
+    compiles it for the first device: its fusions and other instructions are the kernels the
+    device launches (read by :func:`jaxattn.core.hlo.loop_kernels`).
+
+    The grid is run first, as :func:`run` runs it (its programs are built by running them).
+
+    Args:
+        experiment: The experiment.
+        config: Its config; ``None`` means the default.
+        grid: The grid; ``None`` means a single point (or the grid of ``axes``).
+        program: ``"init"``, ``"step"`` or ``"finish"``.
+        fixed: As for :func:`run`.
+        devices: As for :func:`run`.
+        block: As for :func:`run`.
+        group: As for :func:`run`.
+        **axes: As for :func:`run`.
+
+    Returns:
+        The compiled module as text.
+
+    Raises:
+        ValueError: If ``program`` is not one of the three.
+    """
+    if program not in ("init", "step", "finish"):
+        raise ValueError(f"program must be 'init', 'step' or 'finish', got {program!r}")
+    plan, devices, _ = _plan(experiment, config, grid, fixed, devices, block, group, None, axes)
+    run(experiment, config, grid, fixed=fixed, devices=devices, block=block, group=group, **axes)
+    return programs(experiment, plan.static).compiled_text(program)
 
 
 def to_dataset(plan: Plan, out: dict[str, np.ndarray], wall: float | None = None) -> xr.Dataset:

@@ -67,6 +67,9 @@ class OnlineSGDExperiment(Experiment):
         axes: the grid axes ``seed``, ``H``, ``L``, ``eta``, ``signal``.
         block: streams per block where :meth:`default_block` has no grid to look at.
         group: default members per group.
+        step_scope: the name (:func:`jax.named_scope`) of one SGD step's code in the compiled
+            ``step`` program: its loop's kernels are :func:`jaxattn.core.hlo.loop_kernels` of
+            :func:`jaxattn.engine.program_text` and this name.
     """
 
     name = "slm_sgd"
@@ -75,6 +78,7 @@ class OnlineSGDExperiment(Experiment):
     axes = AXES
     block = 2
     group = 1  # measured fastest on a CPU (benchmarks/README.md)
+    step_scope = "sgd_step"
 
     def shared_axes(self, config: SLMConfig) -> frozenset[str]:
         return HYPER if config.share_data else frozenset()
@@ -162,6 +166,7 @@ class OnlineSGDExperiment(Experiment):
         cfg, dirs, prior = static.cfg, shared["directions"], shared["prior"]
         states, rec = state
 
+        @jax.named_scope(self.step_scope)  # names the loop's code in the compiled program
         def sgd_step(_, st):
             # one batch per stream, drawn once and applied to every member of the stream
             sv = stream_values((p.data_key, st.step))
