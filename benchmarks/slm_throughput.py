@@ -70,8 +70,9 @@ def kernels_per_step(D, L, H, F, nu, n_runs):
     compiled ``step`` program: on a GPU, its launches per step."""
     config = slm.SLMConfig(D=D, prior=priors.onehot(F, nu), activation=ACT, share_data=False, t_max=1 / D,
                            n_records=1, n_test=1)
-    text = engine.program_text(engine.get("slm_sgd"), config, seed=list(range(n_runs)), H=H, L=L, eta=0.5)
-    return hlo.loop_kernels(text, engine.get("slm_sgd").step_scope)
+    exp = engine.get("slm_sgd")
+    text = engine.program_text(exp, config, seed=list(range(n_runs)), H=H, L=L, eta=0.5)
+    return hlo.loop_kernels(text, exp.step_scope)
 
 
 def jaxattn_timer(D, L, H, F, nu, n_runs, steps, devices, block=None):
