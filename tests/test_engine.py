@@ -109,6 +109,19 @@ def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
         engine.clear_caches()
 
 
+def test_every_point_alone_has_its_bits_in_the_grid_also_where_its_stream_is_one_group():
+    """Alone, a point's stream is one group; in the grid, four. Before the buffers held at least
+    two groups (``MIN_WIDTH``), XLA specialised the one-group loop and 6 of these 30 arrays
+    differed in their last bits (at D = 12, with JAX's rolled or unrolled threefry)."""
+    exp, cfg = engine.get("slm_sgd"), SLMConfig(D=12, t_max=0.25, n_records=2, n_test=8)
+    full = engine.run(exp, cfg, _grid("slm_sgd", dict(seed=[0, 1, 2], H=[1, 2], eta=[0.5, 1.0])), block=1)
+    for seed in (0, 1, 2):
+        for eta in (0.5, 1.0):
+            point = dict(seed=seed, H=2, eta=eta)  # H = 2: the grid's H_max, the same shapes
+            alone = engine.run(exp, cfg, _grid("slm_sgd", {k: [v] for k, v in point.items()}), block=1)
+            _equal(alone, _select(full, point))
+
+
 def test_a_grid_point_is_checked_and_errors_name_the_axis():
     exp = engine.get("slm_sgd")
     with pytest.raises(engine.GridError, match="H must be >= 1"):

@@ -6,7 +6,8 @@ chunk into a resumable store, :mod:`jaxattn.engine.store`). The steps:
 
 1. **Plan.** The grid's points are grouped into *streams*: points equal in every axis the
    experiment does not declare shared. A stream is laid out as ``G`` groups of ``M`` members
-   (padded by repeating a real member), ``S`` streams make a block, and whole streams make a
+   (padded by repeating a real member; at least two groups in the buffers, of which only ``G``
+   are computed), ``S`` streams make a block, and whole streams make a
    chunk (sized from ``chunk_size`` points or a memory budget). The block is the experiment's
    rule on a CPU and the whole grid on accelerators, as far as the budget holds
    (:func:`~jaxattn.engine.default_block`).
@@ -43,7 +44,7 @@ import xarray as xr
 
 from jaxattn.engine import config as cfgs
 from jaxattn.engine._axes import Grid
-from jaxattn.engine._experiment import Experiment, loop_over
+from jaxattn.engine._experiment import MIN_WIDTH, Experiment, loop_over
 from jaxattn.engine._plan import DEFAULT_MEMORY_BUDGET, Plan, default_memory_budget, make_plan, streams_within
 
 # --- the compiled programs -----------------------------------------------------------------------
@@ -227,16 +228,21 @@ class Slots:
 
     Attributes:
         slots: The index (in the chunk's points) of the point in each slot, real or repeated,
-            ``(n_blocks * S * G * M,)``.
+            ``(n_blocks * S * width * M,)``.
         positions: Slot of each real point, in the chunk's point order, ``(n_points,)``.
         n_blocks: The number of blocks.
-        groups: Groups per stream slot (``G``).
+        groups: Groups computed per stream slot (``G``).
     """
 
     slots: np.ndarray  # the point in each slot (real or repeated), by its index in the chunk
     positions: np.ndarray  # slot of each real point, in the chunk's point order
     n_blocks: int
     groups: int
+
+    @property
+    def width(self) -> int:
+        """Groups per stream slot in the buffers: ``groups``, and at least :data:`MIN_WIDTH`."""
+        return max(self.groups, MIN_WIDTH)
 
 
 def layout_chunk(
@@ -274,7 +280,7 @@ def layout_chunk(
         cut = -(-(n // 2) // M) * M  # whole groups in the first half
         real[big : big + 1] = [real[big][:cut], real[big][cut:]]
     G = max(groups or 1, -(-max(len(m) for m in real) // M))
-    per_stream = G * M
+    per_stream = max(G, MIN_WIDTH) * M
     n_streams = max(-(-len(real) // unit) * unit, (n_blocks or 0) * plan.block)
     slots, positions = [], np.empty(len(points), np.int64)
     for m in real + [real[-1]] * (n_streams - len(real)):
@@ -361,7 +367,7 @@ def compute_chunk(
     e = plan.experiment
     progs = programs(e, plan.static)
     lay = layout_chunk(plan, points, len(devices), groups, n_blocks)
-    S, G, M = plan.block, lay.groups, plan.group
+    S, G, M = plan.block, lay.width, plan.group
     n_dev = len(devices)
     per = lay.n_blocks // n_dev
     n_segments = len(e.progress_units(plan.static)[0])
@@ -384,7 +390,7 @@ def compute_chunk(
         with jax.enable_x64(plan.x64):
             put = functools.partial(jax.device_put, device=dev)
             p = put(jax.tree_util.tree_map(lambda x: x[i], params))
-            shared, nb, ng = put(plan.shared), put(np.int32(per)), put(np.int32(G))
+            shared, nb, ng = put(plan.shared), put(np.int32(per)), put(np.int32(lay.groups))
             state = progs("init", shared, p, nb, ng)
             for k in range(n_segments):
                 state = progs("step", shared, p, state, put(np.int32(k)), nb, ng)

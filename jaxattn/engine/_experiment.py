@@ -358,13 +358,24 @@ class OneShot(Experiment):
         return state
 
 
+MIN_WIDTH = 2
+"""The fewest groups a stream slot's buffers hold. The groups are computed by a loop whose trip
+count is a runtime value (:func:`over_groups`), so that a point's code does not
+depend on how many groups there are; but on an axis of length 1 every index is 0, XLA makes the
+loop's slices static and fuses its body with what surrounds it, and a point alone could differ in
+its last bit from the same point in a larger grid (seen in online SGD's test error). The extra
+group is never computed: it costs the memory of its inputs and state, within the memory budget's
+factor of 4 on the bytes per point (``streams_within`` counts computed groups
+only, so that an accelerator's default block stays the whole grid where it fits)."""
+
+
 def loop_over(fn: Callable[..., PyTree], n: Int[Array, ""], axis: int, *trees: PyTree) -> PyTree:
     """``fn`` applied to each of the first ``n`` entries along ``axis`` of ``trees``, its
     outputs stacked along the same axis (a buffer as long as the axis).
 
     A loop whose trip count is a runtime value: every entry is computed by the same code (XLA can
-    neither unroll nor inline it), so an entry's numbers do not depend on how many there are.
-    ``fn`` is traced once.
+    neither unroll nor inline it), so an entry's numbers do not depend on how many there are, as
+    long as the axis is at least 2 long (:data:`MIN_WIDTH`). ``fn`` is traced once.
 
     Args:
         fn: Takes one entry of each tree (``axis`` removed) and returns a pytree.
