@@ -367,14 +367,14 @@ def compute_chunk(
     e = plan.experiment
     progs = programs(e, plan.static)
     lay = layout_chunk(plan, points, len(devices), groups, n_blocks)
-    S, G, M = plan.block, lay.width, plan.group
+    S, W, M = plan.block, lay.width, plan.group
     n_dev = len(devices)
     per = lay.n_blocks // n_dev
     n_segments = len(e.progress_units(plan.static)[0])
     with jax.enable_x64(plan.x64):
         cols = {k: v[lay.slots] for k, v in plan.columns(points).items()}
         params = e.params(plan.static, cols)
-        params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, G, M) + x.shape[1:]), params)
+        params = jax.tree_util.tree_map(lambda x: x.reshape((n_dev, per, S, W, M) + x.shape[1:]), params)
 
     # XLA's CPU client runs concurrent executions of one device in parallel: on a CPU every share
     # runs on the first device, with one compiled program (measured: a third of the compile time
