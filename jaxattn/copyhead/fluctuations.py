@@ -429,7 +429,8 @@ def large_deviation_profile(
 @functools.cache
 def _large_deviation_program(arch: network.CopyArch, n_samples: int):
     """``(table, scan)`` of :func:`large_deviation_profile`, jitted once per architecture and
-    number of draws: ``table(N, z)`` the row law's points ``(a_l, q_l)`` and log-weights;
+    number of draws: ``table(N, z)`` the row law's points, ``(a_l, q_l)`` as two rows, and their
+    log-weights;
     ``scan(X, logw, a, P, N)`` the profile and Newton's last residual at each ``a``."""
     L, J = arch.L, 384
     n = float(network.n_loss_positions(arch))
@@ -444,7 +445,7 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
         a_l = E / (E + Z1)
         q_l = (E**2 + Z2) / (E + Z1) ** 2
         logw = jnp.broadcast_to(lw[:, None] - jax.scipy.special.logsumexp(lw) - jnp.log(n_samples), a_l.shape)
-        return jnp.stack([a_l.ravel(), q_l.ravel()], -1), logw.ravel()
+        return jnp.stack([a_l.ravel(), q_l.ravel()]), logw.ravel()
 
     def scan(X, logw, a_grid, P, N):
         h = action.hyper(arch, 1.0, jnp.float64)._replace(N=N)
@@ -454,43 +455,48 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             return action.reduced_action(action.ActionStats(sq[0], sq[1], nn, nn), jnp.float64(0.0), P, h)
 
         def tilted(lam):
-            lp = logw + X @ lam
+            # the rows' two statistics as two vectors, not pairs: one pass of elementwise
+            # products over them is 2x faster on a CPU than matrix products with a width of 2
+            lp = logw + lam[0] * X[0] + lam[1] * X[1]
             Lam = jax.scipy.special.logsumexp(lp)
             w = jnp.exp(lp - Lam)
-            mu = w @ X
-            D = X - mu
-            return Lam, mu, (D * w[:, None]).T @ D
+            mu = jnp.stack([w @ X[0], w @ X[1]])
+            d0, d1 = X[0] - mu[0], X[1] - mu[1]
+            c01 = w @ (d0 * d1)
+            return Lam, w, mu, d0, jnp.array([[w @ d0**2, c01], [c01, w @ d1**2]])
 
-        def residual(lam, a):
-            _, mu, _ = tilted(lam)
-            return jnp.array([mu[0] - a, lam[1] + jax.grad(phi)(n * mu)[1]])
+        def solve(lam, a):
+            """The saddle's equations at ``lam``, their residual and Jacobian from one pass over
+            the rows: ``d mu / d lam`` is the tilted covariance."""
+            Lam, w, mu, d, cov = tilted(lam)
+            g, H = jax.grad(phi)(n * mu), jax.hessian(phi)(n * mu)
+            r = jnp.array([mu[0] - a, lam[1] + g[1]])
+            J = jnp.stack([cov[0], jnp.array([0.0, 1.0]) + n * H[1] @ cov])
+            return (Lam, w, mu, d, cov, H), r, J
 
         def at(lam0, a):
             def newton(carry):
-                lam, r, k = carry
-                step = jnp.linalg.solve(jax.jacfwd(residual)(lam, a), -r)
+                lam, _, r, J, k = carry
+                step = jnp.linalg.solve(J, -r)
                 lam = lam + step * jnp.minimum(1.0, 20.0 / jnp.max(jnp.abs(step)))
-                return lam, residual(lam, a), k + 1
+                return lam, *solve(lam, a), k + 1
 
             def going(carry):
-                return (jnp.max(jnp.abs(carry[1])) > 1e-11) & (carry[2] < 40)
+                return (jnp.max(jnp.abs(carry[2])) > 1e-11) & (carry[4] < 40)
 
-            lam = jax.lax.while_loop(going, newton, (lam0, residual(lam0, a), 0))[0]
-            Lam, mu, cov = tilted(lam)
-            curv = n**2 * jax.hessian(phi)(n * mu)[1, 1] + n * jnp.linalg.inv(cov)[1, 1]
+            lam, (Lam, w, mu, d, cov, H), r, _, _ = jax.lax.while_loop(going, newton, (lam0, *solve(lam0, a), 0))
+            curv = n**2 * H[1, 1] + n * jnp.linalg.inv(cov)[1, 1]
             F = phi(n * mu) + n * (lam @ mu - Lam) + 0.5 * jnp.linalg.slogdet(cov)[1] + 0.5 * jnp.log(curv)
             # the saddle point's first correction along a: (rho4 / 8 - 5 rho3^2 / 24) / n
-            w = jnp.exp(logw + X @ lam - Lam)
-            d = X[:, 0] - mu[0]
             m2, m3, m4 = w @ d**2, w @ d**3, w @ d**4
             F = F - jnp.log1p(((m4 / m2**2 - 3) / 8 - 5 * m3**2 / m2**3 / 24) / n)
-            err = jnp.max(jnp.abs(residual(lam, a)))
+            err = jnp.max(jnp.abs(r))
             # a point where Newton's method failed must not start the next one from its garbage
             return jnp.where(err < 1e-8, lam, lam0), (F, jnp.where(curv > 0, err, jnp.inf))
 
         # outward from the prior's mean (zero tilt): up the grid from there, then down from it,
         # each warm-started from its neighbour
-        mean = jnp.exp(logw - jax.scipy.special.logsumexp(logw)) @ X[:, 0]
+        mean = jnp.exp(logw - jax.scipy.special.logsumexp(logw)) @ X[0]
         m = a_grid.size
         k = jnp.clip(jnp.searchsorted(a_grid, mean), 0, m - 1)
         j = jnp.arange(m)
