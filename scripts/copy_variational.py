@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 
 from jaxattn.copyhead import fluctuations, network, plots  # noqa: E402
 from jaxattn.core import umbrella  # noqa: E402
+from jaxattn.engine.store import write_json  # noqa: E402
 
 OPT = _options.parse(__doc__)
 POINTS = [(32, N) for N in (1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 20.0)]
@@ -135,9 +136,8 @@ def main():
             )
         )
         print(json.dumps(rows[-1]), flush=True)
-    os.makedirs(OPT.out_dir, exist_ok=True)
-    with open(OUT, "w") as f:
-        json.dump(dict(key=KEY, n_samples_variational=N_SAMPLES, large_deviation=LD, rows=rows), f, indent=1)
+        # after every point, so that a killed run resumes from the points it finished
+        write_json(OUT, dict(key=KEY, n_samples_variational=N_SAMPLES, large_deviation=LD, rows=rows), indent=1)
     figures(sampled, rows)
 
     def fmt(x, ref=None):

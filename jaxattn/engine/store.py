@@ -69,17 +69,18 @@ class DamagedStore(ValueError):
     """A store whose manifest or chunks are damaged; the message names the file and the way out."""
 
 
-def write_json(path: str, obj) -> None:
+def write_json(path: str, obj, indent: int | None = None) -> None:
     """Write ``obj`` as JSON to ``path``, atomically (flushed to disk before the rename).
 
     Args:
         path: The file.
         obj: A JSON-serialisable object.
+        indent: As ``json.dump``'s (one line by default).
     """
 
     def w(tmp):
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f)
+            json.dump(obj, f, indent=indent)
             f.flush()
             os.fsync(f.fileno())
 
