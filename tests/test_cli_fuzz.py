@@ -5,7 +5,8 @@ number goes, and paths that cannot be written. Each run must end in exit code 0 
 
 The work itself is not done: the engine's chunk computation is replaced by a sentinel, so a run
 that reaches it has passed every check made before work (its config, its grid, its plan and its
-memory estimate, its outputs). The commands run in a subprocess under a 4 GB address-space cap,
+memory estimate, its outputs); so is submitit's executor, whose jobs are the work of
+``sweep submit``. The commands run in a subprocess under a 4 GB address-space cap,
 so an input that would eat the machine fails the test instead."""
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ BASE: dict[tuple[str, str], list[str]] = {
     ("sweep", "run"): ["tiny.toml", "--out", "store", "--no-progress"],
     ("sweep", "status"): ["planned"],
     ("sweep", "plot"): ["planned", "--var", "error", "--x", "seed", "--out", "fig.png"],
+    ("sweep", "submit"): ["tiny.toml", "--out", "submitted", "--executor", "local", "--workers", "1", "--no-wait"],
 }
 """Each command's small valid starting point; the fuzz changes one or two of its options."""
 
 TINY_SWEEP = 'model = "slm_sgd"\n[fixed]\nD = 8\nt_max = 0.5\nn_records = 2\nn_test = 8\n[grid]\nseed = [0, 1]\n'
 
-INTS = ["0", "-1", "1", "3", str(2**31), str(10**20), "-" + str(10**20), "nan", "", "x", "1.5"]
+INTS = ["0", "-1", "1", "3", "2000000000", str(2**31), str(10**20), "-" + str(10**20), "nan", "", "x", "1.5"]
 FLOATS = ["nan", "inf", "-inf", "0", "-1", "1e300", "1e-300", "0.5", "", "x"]
 LISTS = ["1,2", "nan", "", ",", "0", "-1", "1e20", str(10**20), "x", "1,1", "inf", "2,nan"]
 PATHS = ["", "/proc/x.nc", "/proc/x", "/proc", "{tmp}/missing/x.png", "{tmp}/x.foo", "{tmp}/text.txt", "{tmp}", "."]
@@ -93,6 +95,21 @@ def fuzz(group_name: str, examples: int) -> None:
         raise Reached
 
     _compute.compute_chunk = _sweep.compute_chunk = stop
+
+    class Executor:  # submitit's, whose jobs are the work: reached once the jobs are asked for
+        def __init__(self, **kwargs):
+            pass
+
+        def update_parameters(self, **kwargs):
+            pass
+
+        map_array = stop
+
+    if group_name == "sweep":
+        from jaxattn.engine import launch
+
+        assert launch.submitit is not None, "the sweep group's fuzz needs submitit (the test extra)"
+        launch.submitit.AutoExecutor = Executor
     module, _, attr = GROUPS[group_name][0].partition(":")
     group = getattr(importlib.import_module(module), attr)
     tmp = tempfile.mkdtemp()

@@ -74,6 +74,32 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(tmp_path, o
     assert "final_error" not in r.output  # refused before the work
 
 
+def test_a_figure_into_a_missing_folder_creates_it(tmp_path):
+    fig = tmp_path / "new" / "folder" / "x.svg"
+    r = train("--out", "", "--figure", str(fig))
+    assert r.exit_code == 0, r.output
+    assert re.search(rf"^figure: +{re.escape(str(fig))}$", r.output, re.M)
+    assert fig.read_text().lstrip().startswith("<?xml")
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["copy", "sample", "--n-test", "2000000000"], "copy_sgld: its setup needs about 2.56 TB"),
+        (["copy", "train", "--n-test", "2000000000"], "copy_adam: its setup needs about 2.56 TB"),
+    ],
+)
+def test_a_test_set_too_large_is_refused_before_it_is_drawn(command, message):
+    """The copy task's test set is counted in its setup's memory: 2 x 4 bytes x n_test x L (V + 1)
+    at L = 32, V = 4 (its tokens and their one-hot embedding, twice for the counts' workspace)."""
+    r = CliRunner().invoke(main, [*command, "--no-progress", "--out", "", "--figure", ""])
+    assert r.exit_code == 2, r.output
+    assert re.fullmatch(
+        rf"Error: {message}, more than the [0-9.]+ [GMT]B of host memory available; make the model smaller",
+        r.output.strip().splitlines()[-1],
+    ), r.output
+
+
 def test_an_empty_out_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = train("--out", "", "--figure", "")
@@ -112,6 +138,9 @@ def test_a_figure_that_fails_at_the_end_keeps_the_dataset_and_the_summary(tmp_pa
         (["--sigma0", "nan"], "--sigma0 must be finite, got nan"),
         (["--diverge-bound", "nan"], "--diverge-bound must be > 1 (inf allowed), got nan"),
         (["--eta", ","], "Invalid value for '--eta': expected at least one number, got ','"),
+        (["--n-records", "2000000000"],  # refused before the log-spaced times are built (16 GB)
+         "--n-records must be <= 1000 or the number of SGD steps + 1 (5: a record is a step, t_max * D / "
+         "batch_size of them), got 2000000000"),
     ],
 )
 def test_a_run_of_nothing_or_beyond_the_kernels_is_refused_by_name(args, message):

@@ -16,6 +16,7 @@ import shutil
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_cli_outputs import FORMATS
 from tiny_sweep import assert_same_bits, tiny_sweep
 
 import jaxattn
@@ -67,7 +68,10 @@ def test_a_truncated_chunk_is_named_by_status_and_load_and_recomputed_bit_identi
 
     r = _cli("sweep", "status", out)
     assert r.exit_code == 0, r.output
-    assert f"damaged chunk 3: {size // 2} bytes, {size} recorded (cut short or overwritten)" in r.output
+    assert (
+        f"damaged chunk 3: {size // 2} bytes, {size} recorded (cut short or overwritten) "
+        "(`jaxattn sweep run --verify` recomputes it)" in r.output
+    )
     assert "done: 5  pending: 1" in r.output
     with pytest.raises(engine.DamagedStore, match=r"chunk 3 \(chunks/c000003.nc\)") as err:
         jaxattn.load(out)
@@ -247,13 +251,16 @@ def test_sweep_plot_checks_its_figure_before_any_work_and_writes_into_plots(made
     with monkeypatch.context() as m:
         m.setattr(engine, "load_store", no_load)
         for fig, why in (
-            ("/proc/x.png", "cannot write /proc/x.png: a file cannot be created in the folder /proc"),
-            (tmp_path / "x.foo", f"cannot write a figure as {tmp_path / 'x.foo'}: unknown format '.foo' (formats: "),
-            (tmp_path / "x", f"cannot write a figure as {tmp_path / 'x'}: no extension names its format (formats: "),
+            ("/proc/x.png",
+             "cannot write /proc/x.png: a file cannot be created in the folder /proc (No such file or directory)"),
+            (tmp_path / "x.foo", f"cannot write a figure as {tmp_path / 'x.foo'}: unknown format '.foo' (formats: "
+             f"{FORMATS})"),
+            (tmp_path / "x", f"cannot write a figure as {tmp_path / 'x'}: no extension names its format (formats: "
+             f"{FORMATS})"),
         ):
             r = _cli("sweep", "plot", out, "--var", "error", "--x", "seed", "--out", fig)
             assert r.exit_code == 2, r.output
-            assert r.output.splitlines()[-1].startswith(f"Error: Invalid value for '--out': {why}"), r.output
+            assert r.output.splitlines()[-1] == f"Error: Invalid value for '--out': {why}", r.output
     fig = tmp_path / "new" / "folder" / "e.pdf"  # a missing folder is created
     r = _cli("sweep", "plot", out, "--var", "error", "--x", "seed", "--out", fig)
     assert r.exit_code == 0 and r.output == f"{fig}\n", r.output
@@ -364,6 +371,30 @@ def test_status_estimates_the_time_left_from_the_chunks_own_times(made, tmp_path
     assert "time left: about 8 s (4 chunks at 2 s each, for one worker; none is running)\n" in r.output, r.output
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "10000000000"], "--workers must be <= the sweep's {n} chunks (a worker computes whole chunks), "
+         "got 10000000000"),
+        (["--time", "-5"], "Invalid value for --time: must be >= 1, got -5"),
+        (["--mem-gb", "nan"], "Invalid value for --mem-gb: must be finite and > 0, got nan"),
+        (["--cpus-per-task", "0"], "Invalid value for --cpus-per-task: must be >= 1, got 0"),
+        (["--gpus-per-node", "-1"], "Invalid value for --gpus-per-node: must be >= 0, got -1"),
+    ],
+)
+def test_submit_refuses_its_options_by_name_before_any_job(made, tmp_path, args, message):
+    """More workers than chunks (10^10 of them once built a list of 10^10 arguments), a negative
+    time (a submitit traceback after the plan) and the other job sizes."""
+    pytest.importorskip("submitit")
+    f, ref = made
+    r = _cli("sweep", "submit", f, "--out", tmp_path / "a", "--executor", "local", "--no-wait", *args)
+    assert r.exit_code == 2, r.output
+    with open(os.path.join(ref, "manifest.json")) as fh:
+        n = len(json.load(fh)["chunks"])
+    assert r.output.strip().splitlines()[-1] == "Error: " + message.format(n=n), r.output
+    assert not (tmp_path / "a" / "submitit").exists()  # no job started
+
+
 def test_a_missing_slurm_is_one_line(made, tmp_path, monkeypatch):
     pytest.importorskip("submitit")
     f, _ = made
@@ -375,6 +406,11 @@ def test_a_missing_slurm_is_one_line(made, tmp_path, monkeypatch):
         "SLURM is, or use --executor local for processes of this machine)\n"
     )
     assert not (tmp_path / "a").exists()
+    (tmp_path / "sbatch").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    r = _cli("sweep", "submit", f, "--out", tmp_path / "a", "--executor", "slurm")
+    assert r.exit_code == 1 and "; srun is not on the PATH (run it where SLURM is" in r.output.splitlines()[0]
+    assert len(r.output.splitlines()) == 1 and not (tmp_path / "a").exists()
     # SLURM's commands present, but sbatch refuses (no cluster configured): its lines, as one
     for name in ("sbatch", "srun"):
         tool = tmp_path / name

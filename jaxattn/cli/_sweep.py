@@ -7,7 +7,7 @@ import os
 
 import click
 
-from jaxattn.cli.common import OutPath, emit, problem_writing, progress_option
+from jaxattn.cli.common import OutPath, as_typed, emit, problem_writing, progress_option
 
 
 def _devices(n: int | None):
@@ -263,8 +263,16 @@ def submit_cmd(
     subprocesses of this machine). Each runs `jaxattn sweep run FILE --out OUT --worker I/N`."""
     from jaxattn.engine import launch
 
-    if workers < 1:
-        raise click.BadParameter(f"must be >= 1, got {workers}", param_hint="--workers")
+    for hint, value, least in (
+        ("--workers", workers, 1),
+        ("--time", time_min, 1),
+        ("--gpus-per-node", gpus_per_node, 0),
+        ("--cpus-per-task", cpus_per_task, 1),
+    ):
+        if value is not None and value < least:
+            raise click.BadParameter(f"must be >= {least}, got {value}", param_hint=hint)
+    if mem_gb is not None and not 0 < mem_gb < float("inf"):  # NaN too
+        raise click.BadParameter(f"must be finite and > 0, got {mem_gb}", param_hint="--mem-gb")
     _check_store_out(out)
     try:
         jobs = launch.submit(
@@ -280,7 +288,7 @@ def submit_cmd(
             folder=logs,
         )
     except (ImportError, ValueError) as err:
-        raise click.UsageError(str(err)) from err
+        raise click.UsageError(as_typed(str(err), click.get_current_context(silent=True))) from err
     except launch.SubmitError as err:
         raise click.ClickException(str(err)) from None
     wait = executor == "local" if wait is None else wait
@@ -349,7 +357,7 @@ def status_cmd(path, claim_timeout, as_json):
     for cid, err in st["failed"].items():
         click.echo(f"  failed chunk {cid}: {err.splitlines()[0]}")
     for cid, why in st["damaged"].items():
-        click.echo(f"  damaged chunk {cid}: {why} (`jaxattn sweep run` recomputes it)")
+        click.echo(f"  damaged chunk {cid}: {why} (`jaxattn sweep run --verify` recomputes it)")
     click.echo(f"diverged points: {len(st['diverged'])}")
     for p in st["diverged"]:
         click.echo(f"  {p}")

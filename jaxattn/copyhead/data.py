@@ -70,6 +70,19 @@ def test_stats(config: CopyData) -> network.CopyStats:
     return network.stats(X)
 
 
+def test_bytes(config: CopyData) -> int:
+    """Memory :func:`test_stats` needs: the tokens and their one-hot embedding, twice over for
+    the counts' workspace (so that a test set too large is refused before it is drawn).
+
+    Args:
+        config: the network and the test set.
+
+    Returns:
+        Bytes.
+    """
+    return 2 * 4 * config.n_test * config.L * (config.V + 1)
+
+
 def stream_data(arch: network.CopyArch, keys: PRNGKeyArray, n_max: int) -> Array:
     """One-hot tokens of each stream's data set, drawn once per stream: sequence ``i`` of a
     stream is :func:`jaxattn.copyhead.task.tokens`'s ``i``-th, so ``P`` sequences are the first

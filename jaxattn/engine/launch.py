@@ -100,7 +100,8 @@ def submit(
 
     Raises:
         ImportError: If submitit is not installed.
-        ValueError: If ``executor`` or ``workers`` is invalid.
+        ValueError: If ``executor`` or ``workers`` is invalid (``workers`` above the number of
+            chunks among them: found after the store's plan is written, before any job starts).
         SubmitError: If ``executor="slurm"`` and SLURM's ``sbatch`` or ``srun`` is not on the
             ``PATH`` (found before anything is written), or ``sbatch`` refuses the job.
     """
@@ -126,7 +127,12 @@ def submit(
     sweep = load_file(file)
     out = os.path.abspath(out)
     plan = sweep_plan(sweep, out)
-    open_store(sweep, plan, out, len(jax.local_devices()))
+    n_chunks = len(open_store(sweep, plan, out, len(jax.local_devices()))["chunks"])
+    if workers > n_chunks:  # a worker computes whole chunks: the others would start and find none
+        raise ValueError(
+            f"workers must be <= the sweep's {n_chunks} chunk{'s' if n_chunks > 1 else ''} (a worker computes "
+            f"whole chunks), got {workers}"
+        )
     try:
         ex = submitit.AutoExecutor(folder=folder or os.path.join(out, "submitit"), cluster=executor)
     except RuntimeError as err:  # submitit's own check that srun runs

@@ -117,6 +117,13 @@ class SLMConfig:
             if t.size == 0 or np.any(t < 0):
                 raise ValueError(f"times must be a non-empty list of values >= 0, got {plain(self.times)}")
         checks.integer("batch_size", self.batch_size, 1)
+        if self.times is None:
+            steps = round(self.t_max * self.D / self.batch_size)
+            if self.n_records > max(steps + 1, 1000):  # checked before the log-spaced times are built
+                raise ValueError(
+                    f"n_records must be <= 1000 or the number of SGD steps + 1 ({steps + 1}: a record is "
+                    f"a step, t_max * D / batch_size of them), got {self.n_records}"
+                )
         last = int(self.record_steps()[-1])
         end = "times" if self.times is not None else "t_max"
         t = max(self.times) if self.times is not None else self.t_max

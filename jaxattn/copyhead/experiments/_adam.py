@@ -23,7 +23,7 @@ import xarray as xr
 from jaxattn import engine
 from jaxattn.copyhead import network
 from jaxattn.copyhead._config import CopyConfig
-from jaxattn.copyhead.data import data_key, init_key, member_stats, stream_data, test_stats
+from jaxattn.copyhead.data import data_key, init_key, member_stats, stream_data, test_bytes, test_stats
 from jaxattn.core.kernels import full_batch
 from jaxattn.engine import Experiment, Layout, choice_axis, int_axis, over_groups, segments, stream_values
 
@@ -136,6 +136,9 @@ class CopyAdam(Experiment):
     )
     block = 2
     group = 2
+
+    def setup_bytes(self, c, values) -> int:
+        return test_bytes(c)
 
     def setup(self, c: CopyConfig, values):
         static = AdamStatic(

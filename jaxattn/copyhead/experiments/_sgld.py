@@ -16,7 +16,7 @@ from jax.typing import DTypeLike
 from jaxattn import engine
 from jaxattn.copyhead import network, task
 from jaxattn.copyhead._config import CopyData, CopySGLDConfig, SGLDConfig
-from jaxattn.copyhead.data import chain_key, data_key, member_stats, stream_data, test_stats
+from jaxattn.copyhead.data import chain_key, data_key, member_stats, stream_data, test_bytes, test_stats
 from jaxattn.copyhead.experiments._adam import LONG_NAMES
 from jaxattn.core.kernels import sgld
 from jaxattn.engine import Experiment, Layout, choice_axis, int_axis, over_groups, segments, stream_values
@@ -119,6 +119,9 @@ class CopySGLD(Experiment):
 
     def fields(self):
         return tuple(f for f in super().fields() if f not in ("n_chains", "data_seed"))
+
+    def setup_bytes(self, c, values) -> int:
+        return test_bytes(c)
 
     def setup(self, c: CopySGLDConfig, values):
         s = c.sampler

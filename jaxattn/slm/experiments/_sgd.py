@@ -192,7 +192,18 @@ class OnlineSGDExperiment(Experiment):
                 s = task.assemble(d, dirs, rp.L, rp.signal)
                 return network.error(st.params, s.X, s.X[s.eps], cfg.arch, hm, pm)
 
-            e = jnp.mean(jax.lax.map(err, jnp.arange(static.n_test), batch_size=_test_batch(static)))
+            # summed a batch at a time: neither the indices nor the errors of the whole test set
+            # are held, so its size costs time, not memory
+            B = _test_batch(static)
+            n_full, rest = divmod(static.n_test, B)
+
+            def batch(j, total):
+                return total + jnp.sum(jax.vmap(err)(j * B + jnp.arange(B)))
+
+            total = jax.lax.fori_loop(0, n_full, batch, jnp.zeros((), jnp.float32))
+            if rest:
+                total = total + jnp.sum(jax.vmap(err)(n_full * B + jnp.arange(rest)))
+            e = total / static.n_test
             M, Q, b = masked_heads(M, Q, st.params.bias, hm, st.diverged)
             return dict(M=M, Q=Q, b=b, error=jnp.where(st.diverged, jnp.nan, e))
 
