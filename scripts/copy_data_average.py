@@ -74,7 +74,9 @@ def sampled(L: int) -> list[dict]:
     rows = []
     for k in ds["data_seed"].values:
         for r in landscape.phase_of_dataset(ds.sel(data_seed=k))["rows"]:
-            rows.append(dict(L=L, N=r["N"], data_seed=int(k), **{q: r[q] for q in ("p_star_sampled", "p_star_sampled_err")}))
+            rows.append(
+                dict(L=L, N=r["N"], data_seed=int(k), **{q: r[q] for q in ("p_star_sampled", "p_star_sampled_err")})
+            )
     return rows
 
 
@@ -110,7 +112,9 @@ def main():
     rows = [r for L in sorted(POINTS) for r in sampled(L)]
     table = summary(rows, theory)
     key = _options.result_key(
-        n_data=N_DATA, points={str(k): v for k, v in POINTS.items()}, sampling={**SAMPLING, "n_windows": {str(k): v for k, v in SAMPLING["n_windows"].items()}}
+        n_data=N_DATA,
+        points={str(k): v for k, v in POINTS.items()},
+        sampling={**SAMPLING, "n_windows": {str(k): v for k, v in SAMPLING["n_windows"].items()}},
     )
     engine.store.write_json(OUT, dict(key=key, rows=rows, summary=table), indent=1)
     print("| L | N | sampled P*, data set 0 | mean over data sets | sd | large deviation | theory - mean |")
