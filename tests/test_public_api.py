@@ -5,6 +5,7 @@ that moved says where it went, in one line."""
 import ast
 import importlib
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,22 @@ def test_a_name_that_became_internal_says_so():
         "jaxattn.copyhead.landscape._search.default_P"
     )
     assert callable(jaxattn.copyhead.landscape._search.default_P)
+
+
+def test_every_name_the_architecture_page_calls_internal_is_out_of_all():
+    """The page's examples of names that became internal (``X`` is "internal now") are not
+    exported, and say so when used (the page once named one that ``__all__`` exported)."""
+    import re
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "docs", "architecture.md")).read()
+    named = re.findall(r'`([\w.]+)` is "internal now"', " ".join(text.split()))
+    assert named
+    for path in named:
+        module, name = f"jaxattn.{path}".rsplit(".", 1)
+        mod = importlib.import_module(module)
+        assert name not in mod.__all__, path
+        with pytest.raises(AttributeError, match="is internal now"):
+            getattr(mod, name)
 
 
 def test_an_unknown_name_is_a_plain_attribute_error():
