@@ -10,7 +10,7 @@ Each L is one sweep of the ``copy_landscape`` experiment (``data_seed`` x ``chai
 zipped with a ``P`` near its P*; each data set's P* is within the +-12 sequences every draw is
 reweighted to), kept in ``results/copy_data_average/L{L}``: a killed run resumes from its chunks.
 
-Run:  python scripts/copy_data_average.py                       (about 15 minutes on 2 cores)
+Run:  python scripts/copy_data_average.py                       (8 minutes on 2 cores)
       python scripts/copy_data_average.py --quick --out-dir /tmp/figs   (a smoke test: L = 8,
           N = 20, 2 data sets, short chains)
 Writes docs/figures/copy_data_average.json (or the same under --out-dir) and prints a markdown
