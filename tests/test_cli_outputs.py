@@ -138,6 +138,8 @@ def test_a_figure_that_fails_at_the_end_keeps_the_dataset_and_the_summary(tmp_pa
         (["--sigma0", "nan"], "--sigma0 must be finite, got nan"),
         (["--diverge-bound", "nan"], "--diverge-bound must be > 1 (inf allowed), got nan"),
         (["--eta", ","], "Invalid value for '--eta': expected at least one number, got ','"),
+        (["--t-max", "1e15", "--n-records", "2000000000"],  # the step counter first: no 16 GB of times
+         "--t-max gives 8e+15 SGD steps (time * D / batch_size), more than a step counter holds (2147483647)"),
         (["--n-records", "2000000000"],  # refused before the log-spaced times are built (16 GB)
          "--n-records must be <= 1000 or the number of SGD steps + 1 (5: a record is a step, t_max * D / "
          "batch_size of them), got 2000000000"),

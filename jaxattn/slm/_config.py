@@ -117,26 +117,32 @@ class SLMConfig:
             if t.size == 0 or np.any(t < 0):
                 raise ValueError(f"times must be a non-empty list of values >= 0, got {plain(self.times)}")
         checks.integer("batch_size", self.batch_size, 1)
-        if self.times is None:
+        end = "times" if self.times is not None else "t_max"
+        t = max(self.times) if self.times is not None else self.t_max
+
+        def beyond_the_counter(last):
+            return ValueError(
+                f"{end} gives {last:.3g} SGD steps (time * D / batch_size), more than a step counter holds "
+                f"({checks.INT32_MAX})"
+            )
+
+        if self.times is None:  # both checked before the log-spaced times are built
             steps = round(self.t_max * self.D / self.batch_size)
-            if self.n_records > max(steps + 1, 1000):  # checked before the log-spaced times are built
+            if steps > checks.INT32_MAX:
+                raise beyond_the_counter(steps)
+            if self.n_records > max(steps + 1, 1000):
                 raise ValueError(
                     f"n_records must be <= 1000 or the number of SGD steps + 1 ({steps + 1}: a record is "
                     f"a step, t_max * D / batch_size of them), got {self.n_records}"
                 )
         last = int(self.record_steps()[-1])
-        end = "times" if self.times is not None else "t_max"
-        t = max(self.times) if self.times is not None else self.t_max
         if last < 1 and t > 0:  # times = (0,) asks for the initial state alone
             raise ValueError(
                 f"{end} gives no SGD step: {t:g} * D / batch_size = {t:g} * {self.D} / {self.batch_size} "
                 "rounds to 0 (raise it, or D)"
             )
         if last > checks.INT32_MAX:
-            raise ValueError(
-                f"{end} gives {last:.3g} SGD steps (time * D / batch_size), more than a step counter holds "
-                f"({checks.INT32_MAX})"
-            )
+            raise beyond_the_counter(last)
         checks.positive("sigma0", self.sigma0, allow_zero=True)
         checks.positive("bias_lr", self.bias_lr, allow_zero=True)
         if not float(self.diverge_bound) > 1:  # inf allowed: only non-finite values diverge
