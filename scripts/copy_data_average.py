@@ -30,7 +30,8 @@ import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
 from jaxattn import engine  # noqa: E402
-from jaxattn.copyhead import landscape  # noqa: E402
+from jaxattn.copyhead import CopyLandscapeConfig, landscape  # noqa: E402
+from jaxattn.copyhead.landscape import COPY_LANDSCAPE  # noqa: E402
 
 OPT = _options.parse(__doc__)
 N_DATA = 6
@@ -49,27 +50,36 @@ THEORY = os.path.join(_options.FIGURES, "copy_variational.json")
 OUT = os.path.join(OPT.out_dir, "copy_data_average.json")
 
 
-def sweep_text(L: int) -> str:
-    Ns, Ps = zip(*sorted(POINTS[L].items()))
+def sweep(L: int) -> engine.Sweep:
+    """The sweep of ``L``: ``chain`` x ``data_seed`` x ``N`` zipped with its ``P``."""
     s = SAMPLING
-    return (
-        'model = "copy_landscape"\n[fixed]\n'
-        f'L = {L}\nV = 4\nattention = "softmax"\nn_windows = {s["n_windows"][L]}\nc_lo = -0.5\nc_hi = 3.0\n'
-        f"burn_in = {s['burn_in']}\nn_draws = {s['n_draws']}\nreweight_span = {s['reweight_span']}\n"
-        f"[grid]\nchain = {{ range = [0, {s['chains']}] }}\ndata_seed = {{ range = [0, {N_DATA}] }}\n"
-        f"[grid.zip.point]\nN = {list(Ns)}\nP = {list(Ps)}\n"
+    config = CopyLandscapeConfig(
+        L=L,
+        V=4,
+        attention="softmax",
+        n_windows=s["n_windows"][L],
+        c_lo=-0.5,
+        c_hi=3.0,
+        burn_in=s["burn_in"],
+        n_draws=s["n_draws"],
+        reweight_span=s["reweight_span"],
     )
+    Ns, Ps = zip(*sorted(POINTS[L].items()))
+    grid = engine.Grid(
+        (
+            engine.Dim("chain", {"chain": tuple(range(s["chains"]))}),
+            engine.Dim("data_seed", {"data_seed": tuple(range(N_DATA))}),
+            engine.Dim("point", {"N": Ns, "P": Ps}),
+        )
+    )
+    return engine.parse(engine.dumps(COPY_LANDSCAPE.name, config, grid), f"the sweep of L = {L}")
 
 
 def sampled(L: int) -> list[dict]:
     """Each data set's row at every N of ``L``: its sampled P* and error (the sweep computed, or
     resumed, first)."""
     out = os.path.join(STORES, f"L{L}")
-    os.makedirs(STORES, exist_ok=True)
-    path = os.path.join(STORES, f"L{L}.toml")
-    with open(path, "w") as f:
-        f.write(sweep_text(L))
-    report = engine.run_sweep(engine.load_file(path), out, progress=True)
+    report = engine.run_sweep(sweep(L), out, progress=True)
     if report.failed:
         raise SystemExit(f"{out}: chunks failed: {report.failed}")
     ds = engine.load_store(out)
