@@ -85,10 +85,8 @@ def sampled(L: int) -> list[dict]:
     ds = engine.load_store(out)
     rows = []
     for k in ds["data_seed"].values:
-        for r in landscape.phase_of_dataset(ds.sel(data_seed=k))["rows"]:
-            rows.append(
-                dict(L=L, N=r["N"], data_seed=int(k), **{q: r[q] for q in ("p_star_sampled", "p_star_sampled_err")})
-            )
+        for r in landscape.phase_of_dataset(ds.sel(data_seed=k), large_deviation_samples=0).rows:
+            rows.append(dict(L=L, N=r.N, data_seed=int(k), p_star_sampled=r.p_star_sampled, p_star_sampled_err=r.p_star_sampled_err))
     return rows
 
 

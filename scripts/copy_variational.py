@@ -37,7 +37,7 @@ jaxattn.use_cpu_cores()
 import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn.copyhead import fluctuations, network, plots  # noqa: E402
+from jaxattn.copyhead import fluctuations, landscape, network, plots  # noqa: E402
 from jaxattn.core import umbrella  # noqa: E402
 from jaxattn.engine.store import write_json  # noqa: E402
 
@@ -53,9 +53,12 @@ if OPT.quick:
 SAMPLED = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy_phase_sampled.json")
 
 
-def sampled_map() -> dict:
-    """The sampled phase diagram (empty when the map was not computed)."""
-    return json.load(open(SAMPLED)) if os.path.exists(SAMPLED) else {}
+def sampled_map() -> dict[str, landscape.PhaseMap]:
+    """The sampled phase diagram's lines, ``N`` and ``L`` (empty when the map was not computed)."""
+    if not os.path.exists(SAMPLED):
+        return {}
+    with open(SAMPLED) as f:
+        return {part: landscape.from_json(m) for part, m in json.load(f).items()}
 
 
 def figures(sampled: dict, rows: list[dict]) -> None:
@@ -64,14 +67,13 @@ def figures(sampled: dict, rows: list[dict]) -> None:
     for part in ("N", "L"):
         if part not in sampled:
             continue
-        result = dict(sampled[part])
-        result["rows"] = [
-            dict(r, **{k: new.get((r["L"], r["N"]), {}).get(k) for k in THEORIES}) for r in result["rows"]
-        ]
-        plots.sampled_phase_figure(result, os.path.join(OPT.out_dir, f"copy_phase_theories_{part}.png"))
+        extra = {
+            f"{name} (this script)": {key: r[f"p_star_{name.replace(' ', '_')}"] for key, r in new.items()}
+            for name in ("large deviation", "variational")
+        }
+        plots.sampled_phase_figure(sampled[part], os.path.join(OPT.out_dir, f"copy_phase_theories_{part}.png"), extra)
 
 
-THEORIES = ("p_star_large_deviation", "p_star_variational")
 LD_KEYS = ("p_star_large_deviation", "p_star_large_deviation_err", "n_samples_large_deviation",
            "converged_large_deviation")
 OUT = os.path.join(OPT.out_dir, "copy_variational.json")
@@ -100,7 +102,7 @@ def barrier(arch: network.CopyArch, P: float | None, N: float, n_rows: int) -> f
 
 def main():
     sampled, rows, done = sampled_map(), [], earlier()
-    known = {(r["L"], r["N"]): r for part in ("N", "L") for r in sampled.get(part, {}).get("rows", [])}
+    known = {(r.L, r.N): r for m in sampled.values() for r in m.rows}
     for L, N in POINTS:
         t0 = time.perf_counter()
         arch = network.CopyArch(L, 4)
@@ -118,7 +120,7 @@ def main():
             )
             t_ld = time.perf_counter() - t0
             var = fluctuations.p_star_variational(arch, N, n_samples=N_SAMPLES) if (L, N) in VARIATIONAL else None
-        s = known.get((L, N), {})
+        s = known.get((L, N))
         rows.append(
             dict(
                 L=L,
@@ -126,12 +128,12 @@ def main():
                 **ld,
                 barrier_large_deviation=barrier(arch, ld["p_star_large_deviation"], N, ld["n_samples_large_deviation"]),
                 p_star_variational=var,
-                p_star_sampled=s.get("p_star_sampled"),
-                p_star_sampled_err=s.get("p_star_sampled_err"),
-                p_star_reduced=s.get("p_star_reduced"),
-                p_star_corrected=s.get("p_star_corrected"),
+                p_star_sampled=s and s.p_star_sampled,
+                p_star_sampled_err=s and s.p_star_sampled_err,
+                p_star_reduced=s and s.theory.p_star_reduced,
+                p_star_corrected=s and s.theory.p_star_corrected,
                 seconds_large_deviation=round(t_ld, 1),
-                barrier_sampled=s.get("barrier"),
+                barrier_sampled=s and s.barrier,
                 seconds=kept["seconds"] if kept else round(time.perf_counter() - t0, 1),
             )
         )

@@ -1,8 +1,11 @@
 """The copy head's sampled phase diagram: the critical point of a line of rows, bad input named
 before any work, a killed run resumed from its rows, and the command's JSON and figure."""
 
+import dataclasses
 import json
 import math
+import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,11 +16,12 @@ from jaxattn.copyhead import landscape
 from jaxattn.copyhead import profile as landscape_profile
 from jaxattn.copyhead.curves import theory_summary
 from jaxattn.copyhead.landscape import _phase
+from jaxattn.copyhead.lines import TheoryLines
 from jaxattn.copyhead.network import CopyArch
 
 
 def _row(first_order, barrier, err):
-    return {"first_order_sampled": first_order, "barrier": barrier, "barrier_err": err}
+    return SimpleNamespace(first_order_sampled=first_order, barrier=barrier, barrier_err=err)
 
 
 def test_critical_point_brackets_the_change_and_interpolates_the_margin_in_ln_x():
@@ -26,9 +30,9 @@ def test_critical_point_brackets_the_change_and_interpolates_the_margin_in_ln_x(
     ``2 * 4 ** 0.25``."""
     rows = [_row(False, 0.0, 0.0), _row(False, 1.0, 1.0), _row(True, 3.0, 1.0), _row(True, 9.0, 1.0)]
     c = landscape.critical_point([1, 2, 8, 20], rows)
-    assert c["bracket"] == [2.0, 8.0] and c["value"] == pytest.approx(4.0, rel=1e-12)
+    assert c.bracket == (2.0, 8.0) and c.value == pytest.approx(4.0, rel=1e-12)
     rows[2] = _row(True, 5.0, 1.0)
-    assert landscape.critical_point([1, 2, 8, 20], rows)["value"] == pytest.approx(2 * 4**0.25, rel=1e-12)
+    assert landscape.critical_point([1, 2, 8, 20], rows).value == pytest.approx(2 * 4**0.25, rel=1e-12)
     # all on one side, a change the wrong way, or two changes: not bracketed
     assert landscape.critical_point([1, 2], [_row(True, 9, 1), _row(True, 9, 1)]) is None
     assert landscape.critical_point([1, 2], [_row(True, 9, 1), _row(False, 0, 1)]) is None
@@ -46,13 +50,17 @@ def test_critical_point_brackets_the_change_and_interpolates_the_margin_in_ln_x(
         (["--V", "1"], "Error: --V must be >= 2, got 1"),
         (["--swap-every", "0"], "Error: --swap-every must be >= 1, got 0"),
         (["--chains", "1"], "Error: --chains must be >= 2, got 1"),
+        (["--bracket", "0"], "Error: --bracket must be >= 1, got 0"),
+        (["--max-rounds", "0"], "Error: --max-rounds must be >= 1, got 0"),
+        (["--ld-samples", "-1"], "Error: --ld-samples must be >= 0, got -1"),
+        (["--reweight-span", "0"], "Error: --reweight-span must be >= 1 for the map"),
         (["--L-max", "64"], "--L-max: not read with --sampled"),
     ],
 )
 def test_bad_input_is_named_before_any_work(args, message, tmp_path):
     r = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--out", str(tmp_path), *args])
     assert r.exit_code == 2 and message in r.output, r.output
-    assert not (tmp_path / "rows").exists()
+    assert not list(tmp_path.iterdir())  # no store, no rounds
 
 
 def test_sampler_options_need_sampled(tmp_path):
@@ -60,49 +68,151 @@ def test_sampler_options_need_sampled(tmp_path):
     assert r.exit_code == 2 and "--N, --chains: these options need --sampled" in r.output, r.output
 
 
-def test_a_killed_run_resumes_from_its_rows(tmp_path, monkeypatch):
-    """Each row is written as it finishes; a second call computes only the rows missing, and a
-    row of other sampler settings is refused, not reused."""
+def _planted(Ps, P_star, slope, span, err=0.05):
+    """The summary a scan of log-odds ``slope (P - P_star)`` would give at the sampled ``Ps``,
+    each with its reweighted curve over ``P +- span``."""
+    d = np.arange(-span, span + 1)
+    Ps = sorted(Ps)
+    return {
+        "P": Ps,
+        "log_ratio": [slope * (p - P_star) for p in Ps],
+        "reweighted_P": [(p + d).tolist() for p in Ps],
+        "reweighted_log_ratio": [(slope * (p + d - P_star)).tolist() for p in Ps],
+        "reweighted_log_ratio_err": [[err] * d.size for _ in Ps],
+    }
+
+
+@pytest.mark.parametrize(
+    ("start", "rounds"),
+    [
+        (340.0, 1),  # the crossing inside the first bracket's curves: 340 +- (6 + 12)
+        (357.0, 1),
+        (300.0, 2),  # outside them: the nearest curve's own slope lands on the crossing
+        (420.0, 2),
+        (200.0, 3),  # 150 below: the step is held to a quarter of P (53), then lands
+    ],
+)
+def test_the_round_count_of_a_map_with_planted_log_odds(tmp_path, monkeypatch, start, rounds):
+    """The search in rounds on planted log-odds ``0.2 (P - 340)`` (each sampled ``P``'s curve
+    over ``P +- 12`` exact, errors 0.05), started from a theory ``P*`` at ``start``: a bracket
+    of 2 ``P``, 12 apart, whose curves cover ``start +- 18`` closes the point in one round when
+    the crossing is inside; outside, the next round is centred where the nearest curve's slope
+    puts the crossing, which on straight log-odds is the crossing itself; beyond a quarter of
+    ``P`` the step is cut there first. Two ``N`` open at once share each round's grid."""
+    sampled: dict[float, list[int]] = {1.0: [], 20.0: []}
+    truth = {1.0: 340.0, 20.0: 340.0}
+
+    def fake_sample(self, proposals):
+        rnd = _phase.Round(len(self.rounds) + 1, tuple((L, N, P) for L, pts in proposals.items() for N, P in pts), 0, 0.0)
+        self.rounds.append(rnd)
+        for L, pts in proposals.items():
+            for N, P in pts:
+                sampled[N].append(P)
+                self.points[L].append((N, P))
+        return rnd
+
+    def fake_read(self):
+        return {(32, N): (_planted(Ps, truth[N], 0.2, 12) if Ps else None) for N, Ps in sampled.items()}
+
+    lines = TheoryLines(330.0, True, 0.09, 330.0, 1.0, 0.2, None, start, 0.1, 256)
+    monkeypatch.setattr(_phase, "theory_lines", lambda arch, N, **kw: lines)
+    monkeypatch.setattr(_phase._Search, "sample", fake_sample)
+    monkeypatch.setattr(_phase._Search, "read", fake_read)
+    monkeypatch.setattr(_phase, "_row", lambda arch, N, s, t: SimpleNamespace(L=arch.L, V=arch.V, N=N, first_order_sampled=True, barrier=1.0, barrier_err=0.1))
+    seen = []
+    m = landscape.sampled_phase_diagram([32], [1, 20], out=str(tmp_path), on_round=seen.append)
+    assert len(m.rounds) == rounds == len(seen), m.rounds
+    assert m.rounds[0].points == tuple((32, N, P) for N in (1.0, 20.0) for P in (round(start - 6), round(start + 6)))
+    for Ps in sampled.values():  # closed: some sampled P's curve covers the crossing
+        assert min(abs(p - 340) for p in Ps) <= 12, Ps
+        assert all(abs(b - a) <= 0.25 * a + 13 for a, b in zip(Ps[::2], Ps[2::2])), Ps
+
+
+def test_the_bracket_of_a_round():
+    assert _phase.bracket_of(340.4, 12, 2, set()) == [334, 346]
+    assert _phase.bracket_of(340.0, 12, 3, {340}) == [328, 352]
+    assert _phase.bracket_of(5.0, 12, 2, set()) == [13]  # none below span + 1
+
+
+SHORT = dict(burn_in=100, n_draws=10, thin=5, reweight_span=4, n_chains=2, large_deviation_samples=0)
+
+
+def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_reads_too(tmp_path, monkeypatch):
+    """``L = 8``, ``N = 1`` and 20, from a planted start 25% above the corrected ``P*`` so that
+    the search takes more than one round. Killed in round 2 while its chunk computes, the map
+    resumes from its store (the round's points were planned there) and gives the rows of an
+    uninterrupted map, with the same rounds; ``copy phase-diagram --sampled --store`` reads
+    the same rows from the same store. Short chains: this checks the route, not the numbers."""
+    from jaxattn import engine
+    from jaxattn.copyhead import lines
+
+    real_lines = lines.theory_lines
+
+    def displaced(arch, N, **kw):
+        t = real_lines(arch, N, **kw)
+        return dataclasses.replace(t, p_star_corrected=1.25 * t.p_star_corrected)
+
+    monkeypatch.setattr(_phase, "theory_lines", displaced)
+    whole = landscape.sampled_phase_diagram([8], [1, 20], out=str(tmp_path / "whole"), **SHORT)
+    assert len(whole.rounds) >= 2
+
+    real_run = engine.run_sweep
     calls = []
 
-    def fake_point(arch, N, **kw):
-        calls.append((arch.L, N))
-        if len(calls) == 3 and N == 20.0:
-            raise KeyboardInterrupt  # killed during the third point
-        return {"L": arch.L, "N": N, "first_order_sampled": N > 3, "barrier": 4.0 * N, "barrier_err": 1.0}
+    def killed(sweep, out, **kw):
+        calls.append(out)
+        if len(calls) == 2:  # round 2 planned into the store, then killed while its chunk computes
+            real_run(sweep, out, max_chunks=0, **kw)
+            raise KeyboardInterrupt
+        return real_run(sweep, out, **kw)
 
-    monkeypatch.setattr(_phase, "phase_point", fake_point)
-    out = str(tmp_path)
+    monkeypatch.setattr(engine, "run_sweep", killed)
+    killed_out = str(tmp_path / "killed")
     with pytest.raises(KeyboardInterrupt):
-        landscape.sampled_phase_diagram([32], [1, 2, 20], out=out, burn_in=100)
-    assert calls == [(32, 1.0), (32, 2.0), (32, 20.0)]
-    r = landscape.sampled_phase_diagram([32], [1, 2, 20], out=out, burn_in=100)
-    assert calls[3:] == [(32, 20.0)] and [x["N"] for x in r["rows"]] == [1.0, 2.0, 20.0]
-    # margins 2 - 2 = 0 at N = 2 (no jump) and 80 - 2 at N = 20: the zero at N = 2
-    assert r["critical_N_sampled"]["32"] == {"value": pytest.approx(2.0), "bracket": [2.0, 20.0]}
+        landscape.sampled_phase_diagram([8], [1, 20], out=killed_out, **SHORT)
+    st = engine.status(os.path.join(killed_out, "L8"))
+    assert st["pending"] and len(st["done"]) < st["n_chunks"], st  # killed mid-round
+    monkeypatch.setattr(engine, "run_sweep", real_run)
+    resumed = landscape.sampled_phase_diagram([8], [1, 20], out=killed_out, **SHORT)
+    assert landscape.to_json(resumed.rows) == landscape.to_json(whole.rows)
+    assert [r.points for r in resumed.rounds] == [r.points for r in whole.rounds]
     with pytest.raises(ValueError, match="other settings"):
-        landscape.sampled_phase_diagram([32], [1], out=out, burn_in=200)
-    assert len(calls) == 4
+        landscape.sampled_phase_diagram([8], [1, 20], out=killed_out, **{**SHORT, "burn_in": 200})
+
+    monkeypatch.setattr(lines, "theory_lines", displaced)
+    cli = CliRunner().invoke(
+        main,
+        ["copy", "phase-diagram", "--sampled", "--store", os.path.join(killed_out, "L8"), "--ld-samples", "0",
+         "--out", str(tmp_path / "figs"), "--json"],
+    )
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == landscape.to_json(whole.rows)
 
 
 def test_cli_json_and_figure(tmp_path):
-    """One short point (200 SGLD steps a window: this checks the paths and the theory columns,
-    not the sampled numbers, which the slow landscape tests check at full length)."""
-    short = ["--burn-in", "100", "--n-draws", "10", "--thin", "5", "--reweight-span", "8"]
+    """One short map (200 SGLD steps a window: this checks the paths and the theory's lines, not
+    the sampled numbers, which the slow landscape tests check at full length)."""
+    short = ["--burn-in", "100", "--n-draws", "10", "--thin", "5", "--reweight-span", "8", "--ld-samples", "32"]
     args = ["copy", "phase-diagram", "--sampled", "--L", "8", "--N", "20", *short, "--out", str(tmp_path)]
     r = CliRunner().invoke(main, [*args, "--no-progress", "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout.strip().splitlines()[-1])
-    (row,) = out["rows"]
-    assert set(row) == set(_phase.ROW_KEYS)
+    row = out["rows"][0]
+    assert len(out["rows"]) == 1 and set(row) == {f.name for f in dataclasses.fields(landscape.PhaseRow)}
     assert row["L"] == 8 and row["V"] == 4 and row["N"] == 20.0
     s = theory_summary(CopyArch(8, 4), 20.0)
-    assert row["p_star_reduced"] == pytest.approx(s["p_star"], rel=1e-12) and row["first_order_reduced"] is False
-    assert row["P"] == [round(s["p_star"])]
+    t = row["theory"]
+    assert t["p_star_reduced"] == pytest.approx(s["p_star"], rel=1e-12) and t["first_order_reduced"] is False
+    assert t["large_deviation_samples"] == 32 and t["p_star_large_deviation_err"] > 0
+    start = t["p_star_large_deviation"]  # the first round's bracket: 8 apart around the best theory
+    assert out["rounds"][0]["points"] == [[8, 20.0, round(start - 4)], [8, 20.0, round(start + 4)]]
+    assert out["rounds"][0]["ladders"] == 4 and out["rounds"][0]["seconds"] > 0
+    assert row["P"] == sorted({p for rnd in out["rounds"] for _, _, p in rnd["points"]})
     assert math.isfinite(row["p_star_sampled"]) and row["p_star_sampled_err"] > 0
     assert out["critical_N_sampled"] == {} and out["critical_L_sampled"] == {}
     assert out["figure"] == str(tmp_path / "copy_phase_sampled.png") and (tmp_path / "copy_phase_sampled.png").stat().st_size > 0
-    assert "L=8 N=20: P* " in r.stderr
+    assert "round 1: 2 points, 4 ladders in " in r.stderr and "L=8 N=20: P* " in r.stderr
+    assert set(os.listdir(tmp_path)) == {"L8", "rounds.json", "copy_phase_sampled.png"}
 
 
 def _ladders(shifts, n_windows=10, n_draws=200, seed=0):
@@ -225,24 +335,22 @@ def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
     out = str(tmp_path / "store")
     assert not engine.run_sweep(engine.parse(text), out).failed
     r = landscape.phase_of_dataset(engine.load_store(out))
-    assert [(row["L"], row["N"], row["P"]) for row in r["rows"]] == [(8, 2.0, [60]), (8, 20.0, [47])]
-    assert all(set(row) == set(_phase.ROW_KEYS) for row in r["rows"]) and set(r["critical_N_sampled"]) == {"8"}
-    assert r["rows"][1]["p_star_sampled"] is not None  # N = 20: the curve around 47 crosses (46.3 sampled at length)
-    for row in r["rows"]:
-        api = landscape.landscape(arch, [row["P"][0]], row["N"], n_windows=32, c_range=(-0.5, 3.0), max_extend=0,
+    assert [(row.L, row.N, row.P) for row in r.rows] == [(8, 2.0, (60,)), (8, 20.0, (47,))]
+    assert set(r.critical_N_sampled) == {"8"}
+    assert r.rows[1].p_star_sampled is not None  # N = 20: the curve around 47 crosses (46.3 sampled at length)
+    for row in r.rows:
+        api = landscape.landscape(arch, [row.P[0]], row.N, n_windows=32, c_range=(-0.5, 3.0), max_extend=0,
                                   **short)
         for mine, theirs in (("p_star_sampled", "p_star_sampled"), ("barrier", "barrier_at_p_star"),
                              ("log_ratio_slope", "log_ratio_slope")):
-            mine_value = np.nan if row[mine] is None else row[mine]  # a row says None where there is no number
+            value = getattr(row, mine)
+            mine_value = np.nan if value is None else value  # a row says None where there is no number
             np.testing.assert_allclose(mine_value, api[theirs], rtol=1e-12, err_msg=mine)  # NaN equals NaN
-        assert row["p_star_reduced"] == pytest.approx(theory_summary(arch, row["N"])["p_star"], rel=1e-12)
+        assert row.theory.p_star_reduced == pytest.approx(theory_summary(arch, row.N)["p_star"], rel=1e-12)
     cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out",
                                     str(tmp_path / "figs"), "--json"])
     assert cli.exit_code == 0, cli.output
-    def timeless(rows):
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in rows]
-
-    assert timeless(json.loads(cli.stdout.strip().splitlines()[-1])["rows"]) == timeless(json.loads(json.dumps(r["rows"])))
+    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == landscape.to_json(r.rows)
     bad = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--N", "5"])
     assert bad.exit_code == 2 and "--N: not read with --store" in bad.output, bad.output
     with pytest.raises(ValueError, match="two datasets hold the same"):

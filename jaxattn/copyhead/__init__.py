@@ -10,7 +10,8 @@
   :mod:`~jaxattn.copyhead.softmax` (the first-order transition), :mod:`~jaxattn.copyhead.linear`
   (linear attention's onsets), :mod:`~jaxattn.copyhead.curves` (both against ``P``, and the
   summary), :mod:`~jaxattn.copyhead.profile` (the reduced action along the previous-token weight),
-  :mod:`~jaxattn.copyhead.fluctuations` (its Gaussian correction);
+  :mod:`~jaxattn.copyhead.fluctuations` (its Gaussian correction and large deviations),
+  :mod:`~jaxattn.copyhead.lines` (every theory line of the sampled map, from one entry);
 - sampling: :mod:`~jaxattn.copyhead.landscape` (the posterior's profile by umbrella sampling, and
   ``P*`` from it), :mod:`~jaxattn.copyhead.sampling` (the NUTS reference);
 - :mod:`~jaxattn.copyhead.plots` and the command line :mod:`~jaxattn.copyhead._cli`.
@@ -24,6 +25,7 @@ from jaxattn.copyhead import (
     fluctuations,
     landscape,
     linear,
+    lines,
     network,
     profile,
     sampling,
@@ -80,6 +82,7 @@ __all__ = [
     "fluctuations",
     "landscape",
     "linear",
+    "lines",
     "network",
     "profile",
     "sampling",

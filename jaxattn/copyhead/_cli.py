@@ -35,6 +35,7 @@ from jaxattn.cli.common import (
 )
 from jaxattn.copyhead._config import (
     LANDSCAPE_KERNELS,
+    LD_SAMPLES,
     REWEIGHT_SPAN,
     CopyConfig,
     CopyData,
@@ -236,7 +237,7 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 @click.option("--n-P", "n_P", type=int, default=400, show_default=True, help="P grid points per (L, V).")
 @out_option(
     "results/copy_theory",
-    "Folder of the figures (and, with --sampled, of each (L, N) row as it finishes: a rerun resumes).",
+    "Folder of the figures (and, with --sampled, of the map's stores, one per L: a rerun resumes).",
     kind="folder",
     dest="out_dir",
 )
@@ -262,6 +263,22 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
     choices={**CHOICES, "kernel": LANDSCAPE_KERNELS},
     skip=("L", "V", "attention", "linear_norm", "N", "n_windows", "c_lo", "c_hi", "chain_seed"),
     defaults={"reweight_span": REWEIGHT_SPAN},
+)
+@click.option(
+    "--n-windows",
+    type=int,
+    default=None,
+    help="--sampled: umbrella windows per P (default: the most the first round's P need, rounded up to 4).",
+)
+@click.option("--bracket", type=int, default=2, show_default=True, help="--sampled: P per open (L, N) in each round.")
+@click.option("--max-rounds", type=int, default=6, show_default=True, help="--sampled: the most rounds.")
+@click.option(
+    "--ld-samples",
+    "large_deviation_samples",
+    type=int,
+    default=LD_SAMPLES,
+    show_default=True,
+    help="--sampled: points per scramble of the large-deviation P* (0: left out).",
 )
 @click.option("--data-seed", type=int, default=0, show_default=True, help="--sampled: the training data set.")
 @click.option(
@@ -297,7 +314,8 @@ def phase_diagram(ctx, L_max, n_P, out_dir, critical, sampled, Ls, V, Ns, stores
     if not sampled and sampled_given:
         raise ValueError(f"{', '.join(sampled_given)}: these options need --sampled")
     if sampled and stores:
-        sampling = sorted(flag_of[k] for k in given - {"out_dir", "as_json", "sampled", "stores", "progress"})
+        read = {"out_dir", "as_json", "sampled", "stores", "progress", "large_deviation_samples"}
+        sampling = sorted(flag_of[k] for k in given - read)
         if sampling:
             raise ValueError(f"{', '.join(sampling)}: not read with --store (the store's sweep file sets them)")
     if sampled:
@@ -317,44 +335,60 @@ def _pm(x, dx, digits: int = 1) -> str:
     return "-" if x is None else f"{x:.{digits}f} +- {dx:.{digits}f}"
 
 
-def _phase_line(row: dict) -> str:
-    """One row of the sampled phase diagram, as a line of text."""
-    corrected = "-" if row["p_star_corrected"] is None else f"{row['p_star_corrected']:.1f}"
+def _phase_line(row) -> str:
+    """One row of the sampled phase diagram (:class:`~jaxattn.copyhead.landscape.PhaseRow`), as a line of text."""
+    t = row.theory
+
+    def num(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    ld = "-" if t.p_star_large_deviation is None else _pm(t.p_star_large_deviation, t.p_star_large_deviation_err)
     return (
-        f"L={row['L']} N={row['N']:g}: P* {_pm(row['p_star_sampled'], row['p_star_sampled_err'])} "
-        f"({'first order' if row['first_order_sampled'] else 'no resolved jump'}; "
-        f"barrier {_pm(row['barrier'], row['barrier_err'])} kT, jump in a {_pm(row['jump_a'], row['jump_a_err'], 3)}); "
-        f"reduced {row['p_star_reduced']:.1f}, corrected {corrected} [{row['seconds']} s]"
+        f"L={row.L} N={row.N:g}: P* {_pm(row.p_star_sampled, row.p_star_sampled_err)} "
+        f"({'first order' if row.first_order_sampled else 'no resolved jump'}; "
+        f"barrier {_pm(row.barrier, row.barrier_err)} kT, jump in a {_pm(row.jump_a, row.jump_a_err, 3)}); "
+        f"large deviation {ld}, reduced {num(t.p_star_reduced)}, corrected {num(t.p_star_corrected)}"
     )
+
+
+def _round_line(r) -> str:
+    """One round of the map's search (:class:`~jaxattn.copyhead.landscape.Round`), as a line of text."""
+    by: dict = {}
+    for L, N, P in r.points:
+        by.setdefault((L, N), []).append(P)
+    where = "; ".join(f"L={L} N={N:g}: P={','.join(map(str, Ps))}" for (L, N), Ps in by.items())
+    return f"round {r.index}: {len(r.points)} points, {r.ladders} ladders in {r.seconds} s ({where})"
 
 
 def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
     from jaxattn.copyhead import landscape
     from jaxattn.copyhead.plots import sampled_phase_figure
 
-    def report(row):  # as each point finishes: a long map shows its progress
-        click.echo(_phase_line(row), err=True)
-
     if stores:
         from jaxattn import engine
 
-        r = landscape.phase_of_dataset([engine.load_store(s) for s in stores])
-        for row in r["rows"]:
-            report(row)
+        ld = o.pop("large_deviation_samples")
+        r = landscape.phase_of_dataset([engine.load_store(s) for s in stores], large_deviation_samples=ld)
     else:
-        r = landscape.sampled_phase_diagram(Ls, Ns, V, out=out_dir, progress=progress, on_row=report, **o)
-    r["figure"] = sampled_phase_figure(r, os.path.join(out_dir, "copy_phase_sampled.png"))
+        r = landscape.sampled_phase_diagram(
+            Ls,
+            Ns,
+            V,
+            out=out_dir,
+            progress=progress,
+            on_round=lambda rnd: click.echo(_round_line(rnd), err=True),  # a long map shows its progress
+            **o,
+        )
+    for row in r.rows:
+        click.echo(_phase_line(row), err=True)
+    figure = sampled_phase_figure(r, os.path.join(out_dir, "copy_phase_sampled.png"))
     if as_json:
-        return emit(r, True)
+        return emit({**landscape.to_json(r), "figure": figure}, True)
     for key, name in (("critical_N_sampled", "L"), ("critical_L_sampled", "N")):
-        for v, c in r[key].items():
-            where = (
-                "not bracketed"
-                if c is None
-                else f"{c['value']:.3g} (between {c['bracket'][0]:g} and {c['bracket'][1]:g})"
-            )
+        for v, c in getattr(r, key).items():
+            where = "not bracketed" if c is None else f"{c.value:.3g} (between {c.bracket[0]:g} and {c.bracket[1]:g})"
             click.echo(f"{key} at {name}={v}: {where}")
-    click.echo(f"figure: {r['figure']}")
+    click.echo(f"figure: {figure}")
 
 
 @copy.command()

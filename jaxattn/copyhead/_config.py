@@ -222,6 +222,12 @@ class CopySGLDConfig(SGLDConfig, CopyData):
         return SGLDConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(SGLDConfig)})
 
 
+LD_SAMPLES = 256
+"""The quasi-Monte Carlo points per scramble of the sampled map's large-deviation ``P*``
+(:func:`jaxattn.copyhead.lines.theory_lines`: two scramblings, one pass): 13 s a point at
+``L = 32`` on 2 cores, within 1.5 sequences (0.3%) of the converged value there, which costs 80 to
+590 s a point (``fluctuations.p_star_large_deviation``'s defaults)."""
+
 REWEIGHT_SPAN = 12
 """The ``reweight_span`` of the ``P*`` search (``jaxattn.copyhead.landscape.landscape`` and
 ``jaxattn copy landscape``): each sampled ``P``'s draws give the log-odds at ``P +- 12``. At

@@ -352,17 +352,18 @@ def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
     return fig
 
 
-def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
-    """The sampled phase diagram (:func:`jaxattn.copyhead.landscape.sampled_phase_diagram`):
+def sampled_phase_figure(result, path: str | None = None, extra: dict | None = None) -> str | None:
+    """The sampled phase diagram (a :class:`~jaxattn.copyhead.landscape.PhaseMap`):
     ``P*`` against ``N`` for each ``L`` (or against ``L`` for each ``N``, when there are more
     ``L`` than ``N``), sampled with error bars (filled: first order; open: no resolved jump),
-    the reduced action's and the Gaussian-corrected ``P*`` as lines (and the large-deviation and
-    variational ``P*`` where the rows carry them), the sampled critical point
-    as a shaded bracket; beside it the barrier at the sampled ``P*`` in ``kT``.
+    the reduced action's, the Gaussian-corrected and the large-deviation ``P*`` as lines (and any
+    ``extra`` line), the sampled critical point as a shaded bracket; beside it the barrier at the
+    sampled ``P*`` in ``kT``.
 
     Args:
-        result: the output of :func:`jaxattn.copyhead.landscape.sampled_phase_diagram`.
+        result: the map (:func:`jaxattn.copyhead.landscape.sampled_phase_diagram`).
         path: where to save the PNG (``None``: not drawn).
+        extra: more theory lines, name -> ``{(L, N): P*}``.
 
     Returns:
         ``path``, or ``None`` when not drawn.
@@ -371,50 +372,54 @@ def sampled_phase_figure(result: dict, path: str | None = None) -> str | None:
         return None
     from jaxattn.plots import plt, save
 
-    rows = result["rows"]
-    Ls = sorted({r["L"] for r in rows})
-    Ns = sorted({r["N"] for r in rows})
+    rows = result.rows
+    Ls = sorted({r.L for r in rows})
+    Ns = sorted({r.N for r in rows})
     by_N = len(Ns) >= len(Ls)
     x_key, line_key = ("N", "L") if by_N else ("L", "N")
     lines = Ls if by_N else Ns
-    crit = result["critical_N_sampled" if by_N else "critical_L_sampled"]
+    crit = result.critical_N_sampled if by_N else result.critical_L_sampled
+    theory = {
+        "reduced action": ("-", lambda r: r.theory.p_star_reduced),
+        "Gaussian-corrected": ("--", lambda r: r.theory.p_star_corrected),
+        "large deviation": ("-.x", lambda r: r.theory.p_star_large_deviation),
+        **{
+            name: (":+", lambda r, v=values: v.get((r.L, r.N)))  # pyright: ignore[reportUnknownLambdaType]
+            for name, values in (extra or {}).items()
+        },
+    }
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.4))
     for k, v in enumerate(lines):
-        rs = sorted((r for r in rows if r[line_key] == v), key=lambda r: r[x_key])
-        x = np.array([r[x_key] for r in rs], float)
+        rs = sorted((r for r in rows if getattr(r, line_key) == v), key=lambda r: getattr(r, x_key))
+        x = np.array([getattr(r, x_key) for r in rs], float)
         color = f"C{k % 10}"
 
-        def col(key, rs=rs):  # None or absent (a theory the rows do not carry): NaN
-            return np.array([np.nan if r.get(key) is None else r[key] for r in rs], float)
+        def col(get, rs=rs):  # None (a theory without an answer there): NaN
+            return np.array([np.nan if get(r) is None else get(r) for r in rs], float)
 
-        y, dy = col("p_star_sampled"), col("p_star_sampled_err")
-        jump = np.array([r["first_order_sampled"] for r in rs], bool)
+        y, dy = col(lambda r: r.p_star_sampled), col(lambda r: r.p_star_sampled_err)
+        jump = np.array([r.first_order_sampled for r in rs], bool)
         lab = f"{line_key} = {v:g}"
         for mask, fill in ((jump, color), (~jump, "none")):
             if mask.any():
                 ax.errorbar(x[mask], y[mask], dy[mask], fmt="o", color=color, mfc=fill, ms=5, capsize=2)
-        ax.plot(x, col("p_star_reduced"), "-", color=color, lw=1, label=f"{lab}: reduced action")
-        ax.plot(x, col("p_star_corrected"), "--", color=color, lw=1, label=f"{lab}: Gaussian-corrected")
-        for key, style, name in (
-            ("p_star_large_deviation", "-.x", "large deviation"),
-            ("p_star_variational", ":+", "variational"),
-        ):
-            extra = col(key)
-            if np.isfinite(extra).any():
-                ax.plot(x, extra, style, color=color, lw=1.2, ms=6, label=f"{lab}: {name}")
-        b, db = col("barrier"), col("barrier_err")
+        for name, (style, get) in theory.items():
+            line = col(get)
+            if np.isfinite(line).any():
+                ax.plot(x, line, style, color=color, lw=1, ms=6, label=f"{lab}: {name}")
+        b, db = col(lambda r: r.barrier), col(lambda r: r.barrier_err)
         bx.errorbar(x, b, db, fmt="o-", color=color, ms=4, capsize=2, label=lab)
         c = crit.get(f"{v:g}" if not by_N else str(v)) if crit else None
         if c:
             for a in (ax, bx):
-                a.axvspan(*c["bracket"], color=color, alpha=0.12)
-                a.axvline(c["value"], color=color, ls=":", lw=1)
+                a.axvspan(*c.bracket, color=color, alpha=0.12)
+                a.axvline(c.value, color=color, ls=":", lw=1)
     for a in (ax, bx):
         a.set_xscale("log")
     ax.set(
         xlabel=x_key,
         ylabel="P*",
-        title=f"P* from sampling (filled: first order), V = {result['V']}",
+        title=f"P* from sampling (filled: first order), V = {result.V}",
     )
     ax.legend(fontsize=7)
     bx.axhline(0, color="0.6", lw=1)

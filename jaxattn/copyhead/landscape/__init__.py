@@ -13,7 +13,17 @@ theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 """
 
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
-from jaxattn.copyhead.landscape._phase import critical_point, phase_of_dataset, phase_point, sampled_phase_diagram
+from jaxattn.copyhead.landscape._phase import (
+    CriticalPoint,
+    PhaseMap,
+    PhaseRow,
+    Round,
+    critical_point,
+    from_json,
+    phase_of_dataset,
+    sampled_phase_diagram,
+    to_json,
+)
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
     inverse_temperature,
@@ -37,6 +47,10 @@ from jaxattn.core import checks
 
 __all__ = [
     "COPY_LANDSCAPE",
+    "CriticalPoint",
+    "PhaseMap",
+    "PhaseRow",
+    "Round",
     "SampledProfile",
     "critical_point",
     "crossing",
@@ -46,8 +60,8 @@ __all__ = [
     "landscape",
     "landscape_of_dataset",
     "linear_landscape",
+    "from_json",
     "phase_of_dataset",
-    "phase_point",
     "place_windows",
     "posterior_target",
     "profile_of",
@@ -56,6 +70,7 @@ __all__ = [
     "reweighted_profile",
     "sampled_phase_diagram",
     "sampled_profile",
+    "to_json",
     "window_diagnostics",
 ]
 

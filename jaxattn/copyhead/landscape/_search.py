@@ -6,6 +6,7 @@ attention's moving minimum; and the same summaries from a sweep's draws.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -175,6 +176,51 @@ def default_P(p_star: float, slope: float) -> list[int]:
     """
     delta = max(3.0 / abs(slope) if slope and np.isfinite(slope) else p_star / 20, 1.0)
     return sorted({max(1, int(round(p_star + k * delta))) for k in (-1, 0, 1, 2, 3)})
+
+
+def next_center(
+    Ps: Sequence[int], log_ratio: Sequence[float], curves: Sequence[tuple | None], span: int, slope: float
+) -> float | None:
+    """Where the basins' log-odds most likely cross zero, from scans whose reweighted curves do
+    not (yet) cross it: once two sampled ``P`` bracket the crossing, the secant between the
+    bracketing pair, kept off its ends (a curve far from zero is flat and extrapolates too far);
+    before that, from the sampled point nearest zero, along its curve's own slope (least squares
+    over the curve; ``slope`` where that is not positive) to where it would cross, a step of at
+    most a quarter of ``P`` (or the curve's own width).
+
+    Args:
+        Ps: the sampled ``P``, increasing.
+        log_ratio: their log-odds.
+        curves: per ``P`` its reweighted curve ``(d, y, dy)`` (:func:`reweighted_log_ratio`), or
+            ``None``.
+        span: the reweighting span (the curves' half-width).
+        slope: the theory's log-odds per sequence (:func:`theory_slope`).
+
+    Returns:
+        The next ``P`` to sample around (not rounded), or ``None`` where the curves give no
+            direction.
+    """
+    ks, lr = list(Ps), np.asarray(log_ratio, float)
+    change = np.flatnonzero(np.sign(lr[:-1]) != np.sign(lr[1:]))
+    if change.size and np.all(np.isfinite(lr)):
+        i = int(change[0])
+        # on saturated log-odds the secant alone would creep in from one end
+        t = float(np.clip(-lr[i] / (lr[i + 1] - lr[i]), 0.1, 0.9))
+        if ks[i + 1] - ks[i] < 2:
+            return None
+        return float(min(max(int(round(ks[i] + t * (ks[i + 1] - ks[i]))), ks[i] + 1), ks[i + 1] - 1))
+    usable = [(p, *_resolved(*cv)) for p, cv in zip(ks, curves) if cv is not None]
+    usable = [u for u in usable if u[1].size >= 2]
+    if not usable:
+        return None
+    p0, d, y, _ = min(usable, key=lambda c: np.min(np.abs(c[2])))
+    k = int(np.argmin(np.abs(y)))
+    s = float(np.polyfit(d, y, 1)[0])
+    s = s if s > 0 else slope
+    # a flat curve (a crossover's slope is 0) steps as far as it may, towards zero
+    step = d[k] - y[k] / s if s > 0 else -np.sign(y[k]) * np.inf
+    reach = max(0.25 * p0, 2 * span + 1)
+    return p0 + float(np.clip(step, -reach, reach))
 
 
 def _check_sampler(arch: network.CopyArch, N: float, kw: dict) -> None:
@@ -430,33 +476,13 @@ def landscape(
             curves[p] = cv
 
     def curve_step() -> int | None:
-        """The next ``P`` from the reweighted curves, none crossing zero: once two sampled ``P``
-        bracket the crossing, the secant between the bracketing pair (inside the bracket: a curve
-        far from zero is flat and extrapolates too far); before that, from the point nearest
-        zero, along its curve's own slope (least squares over the curve), to where it would
-        cross. ``None`` where that ``P`` is already sampled."""
+        """The next ``P`` from the reweighted curves (:func:`next_center`), ``None`` where it is
+        already sampled."""
         ks = sorted(res)
-        lr = np.array([res[k][1] for k in ks])
-        change = np.flatnonzero(np.sign(lr[:-1]) != np.sign(lr[1:]))
-        if change.size and np.all(np.isfinite(lr)):
-            i = int(change[0])
-            # the secant's fraction of the bracket, kept off its ends: on saturated log-odds the
-            # secant alone would creep in from one end
-            t = float(np.clip(-lr[i] / (lr[i + 1] - lr[i]), 0.1, 0.9))
-            nxt = min(max(int(round(ks[i] + t * (ks[i + 1] - ks[i]))), ks[i] + 1), ks[i + 1] - 1)
-            return None if nxt in res or ks[i + 1] - ks[i] < 2 else nxt
-        usable = [(p, *_resolved(*cv)) for p, cv in curves.items()]
-        usable = [u for u in usable if u[1].size >= 2]
-        if not usable:
+        center = next_center(ks, [res[k][1] for k in ks], [curves.get(k) for k in ks], span, slope)
+        if center is None:
             return None
-        p0, d, y, _ = min(usable, key=lambda c: np.min(np.abs(c[2])))
-        k = int(np.argmin(np.abs(y)))
-        s = float(np.polyfit(d, y, 1)[0])
-        s = s if s > 0 else slope
-        # a curve far from zero is flat: its slope would step far past the crossing, so a step
-        # goes at most a quarter of P (or the curve's own width)
-        reach = max(0.25 * p0, 2 * span + 1)
-        nxt = max(span + 1, int(round(p0 + float(np.clip(d[k] - y[k] / s, -reach, reach)))))
+        nxt = max(span + 1, int(round(center)))
         return None if nxt in res else nxt
 
     for p in Ps:
