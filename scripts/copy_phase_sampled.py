@@ -82,8 +82,10 @@ def main():
     out, maps = {k: v for k, v in kept.items() if k in LINES}, {}
     for name, (Ls, Ns) in LINES.items():
         if OPT.line and name != OPT.line:
-            if name in out:
+            try:  # a line kept from an earlier run, if written by this code's format
                 maps[name] = landscape.from_json(out[name])
+            except (KeyError, TypeError):
+                print(f"line {name}: not rerun, and its kept result is of an older format")
             continue
         t0 = time.perf_counter()
         m = landscape.sampled_phase_diagram(
