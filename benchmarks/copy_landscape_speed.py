@@ -63,14 +63,14 @@ def scheme(arch: CopyArch, N: float, kw: dict, P: list[int] | None = None) -> di
     t = time.perf_counter()
     r = landscape.landscape(arch, P, N, **kw)
     dt = time.perf_counter() - t
-    ess = np.sum([np.nan_to_num(p.ess) for p in r["profiles"]], axis=0)  # per window, over the scan
-    se = r["p_star_sampled_err"]
-    diag = landscape.window_diagnostics(r["profiles"])
+    ess = np.sum([np.nan_to_num(p.ess) for p in r.profiles], axis=0)  # per window, over the scan
+    se = r.p_star_sampled_err
+    diag = landscape.window_diagnostics(r.profiles)
     return dict(
         settings=kw,
-        P=r["P"],
+        P=r.P,
         seconds=dt,
-        p_star=r["p_star_sampled"],
+        p_star=r.p_star_sampled,
         p_star_err=se,
         seconds_at_equal_error=dt * (se / TARGET_SE) ** 2 if np.isfinite(se) else float("nan"),
         ess_per_s_per_window=float(np.mean(ess)) / dt,
@@ -104,16 +104,16 @@ def kernels(arch: CopyArch, N: float) -> dict:
         adjusted = kw.get("kernel", "sgld") != "sgld"
         grads = steps * kw.get("n_leapfrog", 1) if kw.get("kernel") == "hmc" else steps
         grads += steps // kw.get("swap_every", 10) if adjusted else 0
-        ess = np.nan_to_num(r["profiles"][0].ess)
+        ess = np.nan_to_num(r.profiles[0].ess)
         out[name] = dict(
             settings=kw,
             seconds=dt,
-            p_star=r["p_star_sampled"],
-            p_star_err=r["p_star_sampled_err"],
+            p_star=r.p_star_sampled,
+            p_star_err=r.p_star_sampled_err,
             gradients=grads,
             ess_per_kgrad=1000 * float(ess.mean()) / grads,
             min_ess_per_kgrad=1000 * float(ess.min()) / grads,
-            max_window_rhat=max(landscape.window_diagnostics(r["profiles"])["max_window_rhat"]),
+            max_window_rhat=max(landscape.window_diagnostics(r.profiles)["max_window_rhat"]),
         )
     return out
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import xarray as xr
 
@@ -121,18 +122,22 @@ def with_result(ds: xr.Dataset, record: dict) -> xr.Dataset:
     return ds.assign_attrs(result=json.dumps(json_safe(record)))
 
 
-def json_safe(v):
-    """``v`` as strict JSON values, at any depth: NumPy arrays and numbers as Python's, tuples as
-    lists, and non-finite floats as ``None`` (``null``: "no value" to every reader).
+def json_safe(v) -> Any:
+    """``v`` as strict JSON values, at any depth: dataclasses as dicts of their fields, NumPy
+    arrays and numbers as Python's, tuples as lists, and non-finite floats as ``None`` (``null``:
+    "no value" to every reader).
 
     Args:
-        v: A result (dicts, lists, numbers, NumPy values, strings).
+        v: A result (dataclasses, dicts, lists, numbers, NumPy values, strings).
 
     Returns:
         The same structure, each value one that ``json.dumps`` writes as strict JSON.
     """
+    import dataclasses
     import math
 
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: json_safe(getattr(v, f.name)) for f in dataclasses.fields(v)}
     if isinstance(v, dict):
         return {str(k): json_safe(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):

@@ -87,11 +87,10 @@ def main(corrected_only: bool = False):
         t0 = time.perf_counter()
         r = landscape.landscape(ARCH, None, N, progress=True, **SAMPLING)
         sampled_landscape_figure(r, f"{FIG}_N{N:g}.png")
-        profs = r.pop("profiles")
         row = dict(
-            r,
+            landscape.scan_record(r),
             wall_seconds=time.perf_counter() - t0,
-            **landscape.window_diagnostics(profs),
+            **landscape.window_diagnostics(list(r.profiles)),
         )
         add_corrected(row, N)
         rows[f"{N:g}"] = row
@@ -107,8 +106,9 @@ def linear() -> None:
         t0 = time.perf_counter()
         r = landscape.landscape(LINEAR, None, N, progress=True, **SAMPLING)
         sampled_landscape_figure(r, os.path.join(FIGURES, f"copy_landscape_linear_N{N:g}.png"))
-        profs = r.pop("profiles")
-        rows[f"{N:g}"] = dict(r, wall_seconds=time.perf_counter() - t0, **landscape.window_diagnostics(profs))
+        rows[f"{N:g}"] = dict(
+            landscape.scan_record(r), wall_seconds=time.perf_counter() - t0, **landscape.window_diagnostics(list(r.profiles))
+        )
     with open(os.path.join(FIGURES, "copy_landscape_linear.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("| N | P | P / onset | sampled minimum abs(a_G) | theory abs(a_G) | max R-hat | min ESS |")

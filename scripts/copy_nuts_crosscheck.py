@@ -83,10 +83,10 @@ def point(L: int, N: float) -> dict:
     t0 = time.perf_counter()
     win = landscape.landscape(CopyArch(L, V), SCAN, N, **WINDOWS)
     t_win = time.perf_counter() - t0
-    p_win, dp_win, a_bar = win["p_star_sampled"], win["p_star_sampled_err"], win["a_barrier"]
+    p_win, dp_win, a_bar = win.p_star_sampled, win.p_star_sampled_err, win.a_barrier
     if not np.isfinite(p_win):  # only in a smoke test's short chains
-        p_win, dp_win = float(win["P"][0]), float("nan")
-    slope = abs(win["log_ratio_slope"]) if np.isfinite(win["log_ratio_slope"]) else 0.05
+        p_win, dp_win = float(win.P[0]), float("nan")
+    slope = abs(win.log_ratio_slope) if np.isfinite(win.log_ratio_slope) else 0.05
     step = int(np.clip(round(1.0 / slope), 2, max(2, int(0.1 * p_win))))
     Ps = [int(round(p_win)) + d * step for d in (-1, 0, 1)]
     print(
@@ -122,9 +122,9 @@ def point(L: int, N: float) -> dict:
         windows=WINDOWS,
         p_star_windows=p_win,
         p_star_windows_err=dp_win,
-        barrier=win["barrier_at_p_star"],
-        barrier_err=win["barrier_at_p_star_err"],
-        first_order=bool(win["first_order_sampled"]),
+        barrier=win.barrier_at_p_star,
+        barrier_err=win.barrier_at_p_star_err,
+        first_order=bool(win.first_order_sampled),
         p_star_nuts=p_nuts,
         p_star_nuts_err=dp_nuts,
         z=z,

@@ -37,6 +37,7 @@ import _options  # noqa: E402
 from jaxattn.copyhead import landscape  # noqa: E402
 from jaxattn.copyhead.plots import sampled_phase_figure  # noqa: E402
 from jaxattn.engine.store import read_json, write_json  # noqa: E402
+from jaxattn.io import json_safe  # noqa: E402
 
 OPT = _options.parse(__doc__, lambda ap: ap.add_argument("--line", choices=("N", "L"), help="run one line"))
 STORES = os.path.join("results", "copy_phase_sampled") if not OPT.quick else os.path.join(OPT.out_dir, "stores")
@@ -83,7 +84,7 @@ def main():
     for name, (Ls, Ns) in LINES.items():
         if OPT.line and name != OPT.line:
             try:  # a line kept from an earlier run, if written by this code's format
-                maps[name] = landscape.from_json(out[name])
+                maps[name] = landscape.PhaseMap.from_json(out[name])
             except (KeyError, TypeError):
                 print(f"line {name}: not rerun, and its kept result is of an older format")
             continue
@@ -93,7 +94,7 @@ def main():
         )
         wall = round(time.perf_counter() - t0, 1)
         figure = sampled_phase_figure(m, os.path.join(OPT.out_dir, f"copy_phase_sampled_{name}.png"))
-        out[name] = {**landscape.to_json(m), "figure": figure, "settings": SAMPLING, "seconds": wall}
+        out[name] = {**json_safe(m), "figure": figure, "settings": SAMPLING, "seconds": wall}
         maps[name] = m
         write_json(OUT, out, indent=1)  # after each line: a killed run keeps the lines it finished
     table(maps)

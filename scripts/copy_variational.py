@@ -58,7 +58,7 @@ def sampled_map() -> dict[str, landscape.PhaseMap]:
     if not os.path.exists(SAMPLED):
         return {}
     with open(SAMPLED) as f:
-        return {part: landscape.from_json(m) for part, m in json.load(f).items()}
+        return {part: landscape.PhaseMap.from_json(m) for part, m in json.load(f).items()}
 
 
 def figures(sampled: dict, rows: list[dict]) -> None:

@@ -157,16 +157,16 @@ def test_linear_profile_has_one_minimum_that_moves_with_P():
     95``) one minimum within one bin of the reduced action's ``|a_G|`` (0.375, 0.480). One
     basin: from the minimum ``F`` never falls by more than 1 (kT) on either side."""
     r = landscape.landscape(LINEAR, [12, 47, 95], 20.0)
-    assert "p_star_theory" not in r and r["p_onset_theory"] == pytest.approx(23.66, abs=0.01)
-    w = r["bin_width"]
-    for prof, got, want in zip(r["profiles"], r["a_min_sampled"], r["a_min_theory"]):
+    assert not hasattr(r, "p_star_theory") and r.p_onset_theory == pytest.approx(23.66, abs=0.01)
+    w = r.bin_width
+    for prof, got, want in zip(r.profiles, r.a_min_sampled, r.a_min_theory):
         assert not prof.flagged.any() and np.nanmax(prof.rhat) < 1.2
         F = prof.F[np.isfinite(prof.F)]
         i = int(np.argmin(F))
         assert np.all(np.diff(F[i:]) > -1.0) and np.all(np.diff(F[: i + 1]) < 1.0)
         assert abs(got - want) < w, (got, want)
-    assert r["a_min_sampled"][0] < w and r["a_min_theory"][0] == 0.0
-    assert r["a_min_sampled"][1] < r["a_min_sampled"][2]
+    assert r.a_min_sampled[0] < w and r.a_min_theory[0] == 0.0
+    assert r.a_min_sampled[1] < r.a_min_sampled[2]
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
@@ -182,21 +182,21 @@ def test_sampled_p_star_at_N20_against_the_theories():
     the 2.9% the docs report (2.5% to 3.5%). (One compile across ``P`` and ``N``:
     :func:`test_one_compile_across_N_and_P`.)"""
     r = landscape.landscape(ARCH, None, 20.0)
-    assert len(r["P"]) <= 2, r["P"]
-    assert np.isfinite(r["p_star_sampled"]) and r["p_star_sampled_err"] <= 0.5, r["p_star_sampled_err"]
-    assert abs(r["p_star_sampled"] - 340.1) < 2 * np.hypot(r["p_star_sampled_err"], 0.3), r["p_star_sampled"]
+    assert len(r.P) <= 2, r.P
+    assert np.isfinite(r.p_star_sampled) and r.p_star_sampled_err <= 0.5, r.p_star_sampled_err
+    assert abs(r.p_star_sampled - 340.1) < 2 * np.hypot(r.p_star_sampled_err, 0.3), r.p_star_sampled
     corrected = fluctuations.p_star_corrected(ARCH, 20.0, (336.0, 350.0))
-    assert abs(r["p_star_sampled"] - corrected) < r["p_star_sampled_err"] + 3.0, (r["p_star_sampled"], corrected)
-    rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
+    assert abs(r.p_star_sampled - corrected) < r.p_star_sampled_err + 3.0, (r.p_star_sampled, corrected)
+    rel = (r.p_star_sampled - r.p_star_theory) / r.p_star_theory
     assert 0.025 < rel < 0.035, rel
     # first-order: at the scanned P nearest P* the profile has two basins, the barrier between them
     # far above its error (measured at P = 340: 25.7 +- 1.0 kT; jaxattn.core.umbrella.two_basins)
-    assert r["first_order_sampled"] and r["barrier_at_p_star"] > 10 * r["barrier_at_p_star_err"], r
+    assert r.first_order_sampled and r.barrier_at_p_star > 10 * r.barrier_at_p_star_err, r
     # the posterior mean of a jumps across P* (from the uniform basin to the copy one; measured
     # 0.124 +- 0.003), and the log-odds grow by about 3.4 per sequence there (docs/claims.md, from
     # independent windows; measured 3.73 +- 0.08 on the reweighted curve)
-    assert r["jump_a"] > 10 * r["jump_a_err"] and r["jump_a"] > 0.05, (r["jump_a"], r["jump_a_err"])
-    assert abs(r["log_ratio_slope"] - 3.4) < 3 * r["log_ratio_slope_err"] + 0.5, r["log_ratio_slope"]
+    assert r.jump_a > 10 * r.jump_a_err and r.jump_a > 0.05, (r.jump_a, r.jump_a_err)
+    assert abs(r.log_ratio_slope - 3.4) < 3 * r.log_ratio_slope_err + 0.5, r.log_ratio_slope
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
@@ -208,15 +208,15 @@ def test_sampled_p_star_at_N1_lies_far_above_the_theory():
     that (the log-odds bend between 574 and 637; a secant through 574 and 583 gives 589). The scheme
     is the one the docs measured with (independent windows, 4 chains, no reweighting)."""
     r = landscape.landscape(ARCH, [583, 637], 1.0, max_extend=0, exchange=False, n_chains=4, reweight_span=0)
-    assert r["log_ratio"][0] < 0 < r["log_ratio"][1], r["log_ratio"]
-    assert abs(r["p_star_theory"] - 342.0) < 0.5
-    assert abs(r["p_star_sampled"] - 586.7) < r["p_star_sampled_err"] + 3.0, r["p_star_sampled"]
-    rel = (r["p_star_sampled"] - r["p_star_theory"]) / r["p_star_theory"]
+    assert r.log_ratio[0] < 0 < r.log_ratio[1], r.log_ratio
+    assert abs(r.p_star_theory - 342.0) < 0.5
+    assert abs(r.p_star_sampled - 586.7) < r.p_star_sampled_err + 3.0, r.p_star_sampled
+    rel = (r.p_star_sampled - r.p_star_theory) / r.p_star_theory
     assert 0.70 < rel < 0.74, rel  # the sign and size of the deviation, as the docs report it
     # and no jump: at both P the profile has a single minimum (no barrier at all, as at every P the
     # script scans from 325 to 637)
-    assert not r["first_order_sampled"] and r["barrier"] == [0.0, 0.0], r["barrier"]
-    assert r["jump_a"] == 0.0 and r["log_ratio_slope"] > 0, (r["jump_a"], r["log_ratio_slope"])
+    assert not r.first_order_sampled and r.barrier == (0.0, 0.0), r.barrier
+    assert r.jump_a == 0.0 and r.log_ratio_slope > 0, (r.jump_a, r.log_ratio_slope)
 
 
 @pytest.mark.slow  # about 40 s on 2 cores
@@ -247,9 +247,9 @@ def test_cli_landscape_json(tmp_path):
     rep = engine.run_sweep(engine.parse(text), str(tmp_path / "s"))
     assert not rep.failed
     swept = landscape.landscape_of_dataset(engine.load_store(str(tmp_path / "s")))
-    assert swept["P"] == [340] and out["n_windows"] == [56]
-    np.testing.assert_allclose(swept["log_ratio"], out["log_ratio"], rtol=1e-12)
-    np.testing.assert_allclose(swept["p_star_sampled"], out["p_star_sampled"], rtol=1e-12)  # NaN if no crossing
+    assert swept.P == (340,) and out["n_windows"] == [56]
+    np.testing.assert_allclose(swept.log_ratio, out["log_ratio"], rtol=1e-12)
+    np.testing.assert_allclose(swept.p_star_sampled, out["p_star_sampled"], rtol=1e-12)  # NaN if no crossing
     r = CliRunner().invoke(
         main,
         ["copy", "landscape", "--attention", "linear", "--L", "4", "--V", "8", "--N", "20", "--P", "47",

@@ -18,6 +18,7 @@ from jaxattn.copyhead.curves import theory_summary
 from jaxattn.copyhead.landscape import _phase
 from jaxattn.copyhead.lines import TheoryLines
 from jaxattn.copyhead.network import CopyArch
+from jaxattn.io import json_safe
 
 
 def _row(first_order, barrier, err):
@@ -72,14 +73,12 @@ def _planted(Ps, P_star, slope, span, err=0.05):
     """The summary a scan of log-odds ``slope (P - P_star)`` would give at the sampled ``Ps``,
     each with its reweighted curve over ``P +- span``."""
     d = np.arange(-span, span + 1)
-    Ps = sorted(Ps)
-    return {
-        "P": Ps,
-        "log_ratio": [slope * (p - P_star) for p in Ps],
-        "reweighted_P": [(p + d).tolist() for p in Ps],
-        "reweighted_log_ratio": [(slope * (p + d - P_star)).tolist() for p in Ps],
-        "reweighted_log_ratio_err": [[err] * d.size for _ in Ps],
-    }
+    Ps = tuple(sorted(Ps))
+    return SimpleNamespace(
+        P=Ps,
+        log_ratio=[slope * (p - P_star) for p in Ps],
+        curves=lambda: [(d, slope * (p + d - P_star), np.full(d.size, err)) for p in Ps],
+    )
 
 
 @pytest.mark.parametrize(
@@ -155,6 +154,7 @@ def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_r
     monkeypatch.setattr(_phase, "theory_lines", displaced)
     whole = landscape.sampled_phase_diagram([8], [1, 20], out=str(tmp_path / "whole"), **SHORT)
     assert len(whole.rounds) >= 2
+    assert landscape.PhaseMap.from_json(json.loads(json.dumps(json_safe(whole)))) == whole  # JSON and back
 
     real_run = engine.run_sweep
     calls = []
@@ -174,7 +174,7 @@ def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_r
     assert st["pending"] and len(st["done"]) < st["n_chunks"], st  # killed mid-round
     monkeypatch.setattr(engine, "run_sweep", real_run)
     resumed = landscape.sampled_phase_diagram([8], [1, 20], out=killed_out, **SHORT)
-    assert landscape.to_json(resumed.rows) == landscape.to_json(whole.rows)
+    assert json_safe(resumed.rows) == json_safe(whole.rows)
     assert [r.points for r in resumed.rounds] == [r.points for r in whole.rounds]
     with pytest.raises(ValueError, match="other settings"):
         landscape.sampled_phase_diagram([8], [1, 20], out=killed_out, **{**SHORT, "burn_in": 200})
@@ -186,7 +186,7 @@ def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_r
          "--out", str(tmp_path / "figs"), "--json"],
     )
     assert cli.exit_code == 0, cli.output
-    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == landscape.to_json(whole.rows)
+    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == json_safe(whole.rows)
 
 
 def test_cli_json_and_figure(tmp_path):
@@ -350,7 +350,7 @@ def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
     cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out",
                                     str(tmp_path / "figs"), "--json"])
     assert cli.exit_code == 0, cli.output
-    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == landscape.to_json(r.rows)
+    assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == json_safe(r.rows)
     bad = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--N", "5"])
     assert bad.exit_code == 2 and "--N: not read with --store" in bad.output, bad.output
     with pytest.raises(ValueError, match="two datasets hold the same"):

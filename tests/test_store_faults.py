@@ -350,7 +350,7 @@ def test_failed_chunks_end_the_run_with_one_line_saying_so(made, tmp_path, monke
     assert r.exit_code == 1
     assert json.loads(r.stdout)["failed"] == 6
     assert r.stderr == (
-        f"Error: 6 chunks failed (chunk 0: RuntimeError: no memory left); `jaxattn sweep status {out}` lists "
+        f"Error: 6 chunks of {out} failed (chunk 0: RuntimeError: no memory left); `jaxattn sweep status {out}` lists "
         "them, a rerun retries them\n"
     )
 

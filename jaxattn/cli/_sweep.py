@@ -225,13 +225,7 @@ def run_cmd(
         as_json,
     )
     if st["failed"]:
-        cid, err = next(iter(st["failed"].items()))
-        n = len(st["failed"])
-        raise click.ClickException(
-            f"{n} chunk{'s' if n > 1 else ''} failed (chunk {cid}: {err.splitlines()[0]}); "
-            f"`jaxattn sweep status {out}` lists {'them' if n > 1 else 'it'}, a rerun retries "
-            f"{'them' if n > 1 else 'it'}"
-        )
+        raise click.ClickException(str(sw.ChunksFailed(out, st["failed"])))
 
 
 @sweep.command("submit")

@@ -266,7 +266,7 @@ def renamed(old: str, new: str):
 def clean_errors(fn):
     """Turn a ``ValueError`` from validation into a usage error naming the option as the user
     typed it (``--chains must be >= 1``, where the config says ``n_chains``), and a missing input
-    file into a one-line error."""
+    file, or the engine's failed chunks, into a one-line error."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -276,6 +276,12 @@ def clean_errors(fn):
             raise click.ClickException(str(err).strip('"')) from err
         except ValueError as err:
             raise click.UsageError(as_typed(str(err), click.get_current_context(silent=True))) from err
+        except RuntimeError as err:
+            from jaxattn.engine import ChunksFailed  # the engine (and jax) only once a run has failed
+
+            if isinstance(err, ChunksFailed):
+                raise click.ClickException(str(err)) from err
+            raise
 
     return wrapper
 

@@ -383,7 +383,9 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
         click.echo(_phase_line(row), err=True)
     figure = sampled_phase_figure(r, os.path.join(out_dir, "copy_phase_sampled.png"))
     if as_json:
-        return emit({**landscape.to_json(r), "figure": figure}, True)
+        from jaxattn.io import json_safe
+
+        return emit({**json_safe(r), "figure": figure}, True)
     for key, name in (("critical_N_sampled", "L"), ("critical_L_sampled", "N")):
         for v, c in getattr(r, key).items():
             where = "not bracketed" if c is None else f"{c.value:.3g} (between {c.bracket[0]:g} and {c.bracket[1]:g})"
@@ -439,9 +441,9 @@ def landscape(N, P, data_seed, n_chains, seed, progress, out, figure, as_json, *
             arch, P, N, progress=progress, data_seed=data_seed, n_chains=n_chains, seed=seed, **sampler
         )
     fig_err = figure_error(figure, lambda path: sampled_landscape_figure(r, path))
-    profs = r.pop("profiles")
+    profs = list(r.profiles)
     record = {
-        **{k: (None if isinstance(v, float) and not np.isfinite(v) else v) for k, v in r.items()},
+        **landscape.scan_record(r),
         **landscape.window_diagnostics(profs),
         "out": out or None,
         "figure": None if fig_err else figure or None,
@@ -449,7 +451,7 @@ def landscape(N, P, data_seed, n_chains, seed, progress, out, figure, as_json, *
     if out:
         from jaxattn import io
 
-        io.save(io.with_result(landscape.profiles_dataset(profs, r["P"]), record), out)
+        io.save(io.with_result(landscape.profiles_dataset(profs, list(r.P)), record), out)
     emit(record, as_json, _landscape_summary(record))
     fail_late(fig_err)
 

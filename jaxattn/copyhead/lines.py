@@ -58,10 +58,6 @@ class TheoryLines:
         return None
 
 
-def _finite(x) -> float | None:
-    return float(x) if x is not None and math.isfinite(x) else None
-
-
 @functools.lru_cache(maxsize=256)  # pure in its arguments, and a map asks each (L, N) again on a rerun
 def theory_lines(
     arch: network.CopyArch, N: float, P: float | None = None, *, large_deviation_samples: int = LD_SAMPLES
@@ -114,9 +110,9 @@ def theory_lines(
         a_barrier=float(a_bar),
         P=float(at),
         barrier_reduced=at_star if P is None else barrier(at),
-        slope=_finite(slope),
+        slope=checks.finite_or_none(slope),
         p_star_corrected=fluctuations.p_star_corrected_near(arch, N, p_red),
-        p_star_large_deviation=None if ld is None else _finite(ld.p_star),
-        p_star_large_deviation_err=None if ld is None or ld.p_star is None else _finite(ld.error),
+        p_star_large_deviation=None if ld is None else checks.finite_or_none(ld.p_star),
+        p_star_large_deviation_err=None if ld is None or ld.p_star is None else checks.finite_or_none(ld.error),
         large_deviation_samples=n_ld,
     )

@@ -276,14 +276,15 @@ def landscape_figure(path: str, L: int = 32, V: int = 4, lin: tuple[int, int] = 
     return {"softmax_p_star": s["p_star"], "linear_onset": on.P_onset}
 
 
-def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
+def sampled_landscape_figure(result, path: str | None = None) -> Figure:
     """The sampled ``F(a)`` (markers with MBAR's errors) over the theory's ``S(a)`` (lines) at
     every ``P`` of :func:`jaxattn.copyhead.landscape.landscape`; beside it, for softmax the
     basins' log-odds against ``P`` with the sampled and the theory's ``P*``, for linear attention
     the minimum's ``|a_G|`` against ``P`` (sampled markers, the theory's line and onset).
 
     Args:
-        result: the output of :func:`jaxattn.copyhead.landscape.landscape`.
+        result: the scan of :func:`jaxattn.copyhead.landscape.landscape` (a ``SoftmaxScan`` or a
+            ``LinearScan``).
         path: where to save the figure (``None``: not saved, nor closed).
 
     Returns:
@@ -291,58 +292,56 @@ def sampled_landscape_figure(result: dict, path: str | None = None) -> Figure:
     """
     from jaxattn.plots import plt, save
 
-    linear = "p_onset_theory" in result
+    linear = hasattr(result, "p_onset_theory")
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(12, 4.2))
     top = 0.0
-    for k, (P, prof) in enumerate(zip(result["P"], result["profiles"])):
+    for k, (P, prof) in enumerate(zip(result.P, result.profiles)):
         ok = np.isfinite(prof.F)
         ax.errorbar(prof.a[ok], prof.F[ok], prof.dF[ok], fmt="o", ms=3, color=f"C{k % 10}", label=f"P = {P}")
         ax.plot(prof.a, prof.theory, "-", color=f"C{k % 10}", lw=1)
         top = max(top, float(np.nanpercentile(prof.F[ok], 60)))
     if not linear:
-        ax.axvline(result["a_barrier"], color="0.6", ls=":", lw=1)
+        ax.axvline(result.a_barrier, color="0.6", ls=":", lw=1)
     ax.set(
         xlabel="copy strength |a_G|" if linear else "previous-token weight a",
         ylabel="F(a) - min  (markers: sampled; lines: theory S)",
         ylim=(-1, max(top, 5.0)),
-        title=f"N = {result['N']:g}",
+        title=f"N = {result.N:g}",
     )
     ax.legend(fontsize=7)
     if linear:
         bx.errorbar(
-            result["P"],
-            result["a_min_sampled"],
-            0.5 * result["bin_width"],
+            result.P,
+            result.a_min_sampled,
+            0.5 * result.bin_width,
             fmt="o",
             color="k",
             ms=4,
             label="sampled minimum (± half a bin)",
         )
-        bx.plot(result["P"], result["a_min_theory"], "s--", color="C3", ms=4, mfc="none", label="theory minimum")
-        bx.axvline(
-            result["p_onset_theory"], color="C3", ls=":", label=f"theory onset P = {result['p_onset_theory']:.1f}"
-        )
+        bx.plot(result.P, result.a_min_theory, "s--", color="C3", ms=4, mfc="none", label="theory minimum")
+        bx.axvline(result.p_onset_theory, color="C3", ls=":", label=f"theory onset P = {result.p_onset_theory:.1f}")
         bx.set(xscale="log", xlabel="P", ylabel="|a_G| at the minimum", title="one minimum, moving continuously")
         bx.legend(fontsize=7)
     else:
         bx.errorbar(
-            result["P"],
-            result["log_ratio"],
-            result["log_ratio_err"],
+            result.P,
+            result.log_ratio,
+            result.log_ratio_err,
             fmt="o-",
             color="k",
             ms=4,
             label="sampled ln(p_copy / p_uniform)",
         )
         bx.axhline(0, color="0.6", lw=1)
-        bx.axvline(result["p_star_theory"], color="C3", ls="--", label=f"theory P* = {result['p_star_theory']:.1f}")
-        if np.isfinite(result["p_star_sampled"]):
+        bx.axvline(result.p_star_theory, color="C3", ls="--", label=f"theory P* = {result.p_star_theory:.1f}")
+        if np.isfinite(result.p_star_sampled):
             bx.axvspan(
-                result["p_star_sampled"] - result["p_star_sampled_err"],
-                result["p_star_sampled"] + result["p_star_sampled_err"],
+                result.p_star_sampled - result.p_star_sampled_err,
+                result.p_star_sampled + result.p_star_sampled_err,
                 color="C0",
                 alpha=0.3,
-                label=f"sampled P* = {result['p_star_sampled']:.1f} ± {result['p_star_sampled_err']:.1f}",
+                label=f"sampled P* = {result.p_star_sampled:.1f} ± {result.p_star_sampled_err:.1f}",
             )
         bx.set(xlabel="P", ylabel="basin log-odds", title="P* from sampling")
         bx.legend(fontsize=7)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,6 +35,21 @@ def plain(value: Any) -> str:
         return v
 
     return repr(py(value))
+
+
+def finite_or_none(x: Any) -> float | None:
+    """``x`` as a float, or ``None`` where it is missing or not finite (a result's "no number").
+
+    Args:
+        x: a number or ``None``.
+
+    Returns:
+        The float, or ``None``.
+    """
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def toml_key(key: Any) -> str:

@@ -20,12 +20,13 @@ from jaxattn.engine._experiment import Experiment, Layout, OneShot, over_groups,
 from jaxattn.engine._plan import GridError, Plan, default_block, default_memory_budget, make_plan
 from jaxattn.engine._registry import get, names, register
 from jaxattn.engine._status import status
-from jaxattn.engine._sweep import Report, SweepChanged, run_sweep, sweep_plan
+from jaxattn.engine._sweep import ChunksFailed, Report, SweepChanged, run_sweep, sweep_plan
 from jaxattn.engine._sweepfile import Sweep, SweepFileError, dumps, load_file, parse, parse_size
 from jaxattn.engine.store import DamagedStore, NotAStore, load_store
 
 __all__ = [
     "Axis",
+    "ChunksFailed",
     "DamagedStore",
     "Dim",
     "Experiment",

@@ -32,6 +32,21 @@ class SweepChanged(RuntimeError):
     """The sweep file differs from the one that made the store."""
 
 
+class ChunksFailed(RuntimeError):
+    """Chunks of the store at ``out`` failed (``failed``: chunk id -> ``"Type: message"``); the
+    message names the first, in one line, and how to list and retry them."""
+
+    def __init__(self, out: str, failed: dict) -> None:
+        cid, err = next(iter(failed.items()))
+        n, them = len(failed), "them" if len(failed) > 1 else "it"
+        first = err.splitlines()[0] if err.strip() else "no message"
+        super().__init__(
+            f"{n} chunk{'s' if n > 1 else ''} of {out} failed (chunk {cid}: {first}); "
+            f"`jaxattn sweep status {out}` lists {them}, a rerun retries {them}"
+        )
+        self.out, self.failed = out, dict(failed)
+
+
 @dataclass(frozen=True)
 class Report:
     """What a call of :func:`run_sweep` did: chunk ids computed, skipped (finished before) and

@@ -19,10 +19,8 @@ from jaxattn.copyhead.landscape._phase import (
     PhaseRow,
     Round,
     critical_point,
-    from_json,
     phase_of_dataset,
     sampled_phase_diagram,
-    to_json,
 )
 from jaxattn.copyhead.landscape._profiles import (
     SampledProfile,
@@ -36,11 +34,14 @@ from jaxattn.copyhead.landscape._profiles import (
     window_diagnostics,
 )
 from jaxattn.copyhead.landscape._search import (
+    LinearScan,
+    SoftmaxScan,
     crossing,
     curve_crossing,
     landscape,
     landscape_of_dataset,
     linear_landscape,
+    scan_record,
 )
 from jaxattn.copyhead.landscape._windows import place_windows, posterior_target
 from jaxattn.core import checks
@@ -49,9 +50,11 @@ __all__ = [
     "COPY_LANDSCAPE",
     "CriticalPoint",
     "PhaseMap",
+    "LinearScan",
     "PhaseRow",
     "Round",
     "SampledProfile",
+    "SoftmaxScan",
     "critical_point",
     "crossing",
     "curve_crossing",
@@ -60,7 +63,6 @@ __all__ = [
     "landscape",
     "landscape_of_dataset",
     "linear_landscape",
-    "from_json",
     "phase_of_dataset",
     "place_windows",
     "posterior_target",
@@ -70,7 +72,7 @@ __all__ = [
     "reweighted_profile",
     "sampled_phase_diagram",
     "sampled_profile",
-    "to_json",
+    "scan_record",
     "window_diagnostics",
 ]
 

@@ -17,7 +17,6 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -26,10 +25,16 @@ from jaxattn.copyhead import action, network
 from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import inverse_temperature, window_diagnostics
-from jaxattn.copyhead.landscape._search import curve_crossing, landscape_of_dataset, next_center
+from jaxattn.copyhead.landscape._search import (
+    SoftmaxScan,
+    curve_crossing,
+    next_center,
+    softmax_scan_of_dataset,
+)
 from jaxattn.copyhead.landscape._windows import default_range, place_windows
 from jaxattn.copyhead.lines import LD_SAMPLES, TheoryLines, theory_lines
 from jaxattn.core import checks
+from jaxattn.io import json_safe
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,8 @@ class PhaseMap:
             bracketed); empty with one ``N``.
         critical_L_sampled: per ``N`` (as text), where it ends along ``L``; empty with one ``L``.
         rounds: the search's rounds (empty for a map read from sweeps).
+
+    :func:`jaxattn.io.json_safe` turns it into JSON, and :meth:`from_json` back.
     """
 
     V: int
@@ -126,75 +133,53 @@ class PhaseMap:
     critical_L_sampled: dict[str, CriticalPoint | None]
     rounds: tuple[Round, ...] = ()
 
+    @classmethod
+    def from_json(cls, d: dict) -> PhaseMap:
+        """The map from its JSON (:func:`jaxattn.io.json_safe` of it).
 
-def to_json(x) -> Any:
-    """A result of this module (or any dataclass, tuple, dict, number) as plain JSON values:
-    dataclasses as dicts of their fields, tuples as lists, non-finite numbers as ``None``."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: to_json(getattr(x, f.name)) for f in dataclasses.fields(x)}
-    if isinstance(x, Mapping):
-        return {str(k): to_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_json(v) for v in x]
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(x) if math.isfinite(x) else None
-    return x
+        Args:
+            d: the JSON object.
 
+        Returns:
+            The map.
+        """
 
-def from_json(d: dict) -> PhaseMap:
-    """A :class:`PhaseMap` from its JSON (:func:`to_json`).
+        def crit(c):
+            return None if c is None else CriticalPoint(float(c["value"]), tuple(c["bracket"]))
 
-    Args:
-        d: the JSON object.
+        def row(r):
+            return PhaseRow(**{**r, "P": tuple(r["P"]), "theory": TheoryLines(**r["theory"])})
 
-    Returns:
-        The map.
-    """
-
-    def crit(c):
-        return None if c is None else CriticalPoint(float(c["value"]), tuple(c["bracket"]))
-
-    def row(r):
-        return PhaseRow(**{**r, "P": tuple(r["P"]), "theory": TheoryLines(**r["theory"])})
-
-    return PhaseMap(
-        int(d["V"]),
-        tuple(row(r) for r in d["rows"]),
-        {k: crit(c) for k, c in d["critical_N_sampled"].items()},
-        {k: crit(c) for k, c in d["critical_L_sampled"].items()},
-        _rounds(d.get("rounds", [])),
-    )
+        return cls(
+            int(d["V"]),
+            tuple(row(r) for r in d["rows"]),
+            {k: crit(c) for k, c in d["critical_N_sampled"].items()},
+            {k: crit(c) for k, c in d["critical_L_sampled"].items()},
+            _rounds(d.get("rounds", [])),
+        )
 
 
 def _rounds(rounds: list[dict]) -> tuple[Round, ...]:
     return tuple(Round(r["index"], tuple(tuple(p) for p in r["points"]), r["ladders"], r["seconds"]) for r in rounds)
 
 
-def _finite(x) -> float | None:
-    return float(x) if x is not None and np.isfinite(x) else None
-
-
-def _row(arch: network.CopyArch, N: float, r: dict, theory: TheoryLines) -> PhaseRow:
-    """A row from the summary of :func:`landscape_of_dataset` and the theory's lines."""
-    health = window_diagnostics(r["profiles"])  # over every sampled P: the worst window
+def _row(arch: network.CopyArch, N: float, r: SoftmaxScan, theory: TheoryLines) -> PhaseRow:
+    """A row from the scan of :func:`landscape_of_dataset` and the theory's lines."""
+    health = window_diagnostics(list(r.profiles))  # over every sampled P: the worst window
     return PhaseRow(
         L=arch.L,
         V=arch.V,
         N=float(N),
-        P=tuple(int(p) for p in r["P"]),
-        p_star_sampled=_finite(r["p_star_sampled"]),
-        p_star_sampled_err=_finite(r["p_star_sampled_err"]),
-        first_order_sampled=bool(r["first_order_sampled"]),
-        barrier=_finite(r["barrier_at_p_star"]),
-        barrier_err=_finite(r["barrier_at_p_star_err"]),
-        jump_a=_finite(r["jump_a"]),
-        jump_a_err=_finite(r["jump_a_err"]),
-        log_ratio_slope=_finite(r["log_ratio_slope"]),
-        log_ratio_slope_err=_finite(r["log_ratio_slope_err"]),
+        P=r.P,
+        p_star_sampled=checks.finite_or_none(r.p_star_sampled),
+        p_star_sampled_err=checks.finite_or_none(r.p_star_sampled_err),
+        first_order_sampled=r.first_order_sampled,
+        barrier=checks.finite_or_none(r.barrier_at_p_star),
+        barrier_err=checks.finite_or_none(r.barrier_at_p_star_err),
+        jump_a=checks.finite_or_none(r.jump_a),
+        jump_a_err=checks.finite_or_none(r.jump_a_err),
+        log_ratio_slope=checks.finite_or_none(r.log_ratio_slope),
+        log_ratio_slope_err=checks.finite_or_none(r.log_ratio_slope_err),
         max_window_rhat=max(health["max_window_rhat"]),
         min_window_ess=min(health["min_window_ess"]),
         theory=theory,
@@ -269,8 +254,15 @@ def phase_of_dataset(
             lines = (theory or {}).get((arch.L, N)) or theory_lines(
                 arch, N, large_deviation_samples=large_deviation_samples
             )
-            rows.append(_row(arch, N, landscape_of_dataset(part, n_bins), lines))
+            rows.append(_row(arch, N, _scan(part, n_bins, lines), lines))
     return _phase_map(rows)
+
+
+def _scan(part: xr.Dataset, n_bins: int, theory: TheoryLines) -> SoftmaxScan:
+    """One ``(L, N)``'s scan, divided where the theory divides the basins."""
+    if theory.p_star_reduced is None or theory.a_barrier is None:
+        raise ValueError("the reduced action has no transition here: no basins to divide")
+    return softmax_scan_of_dataset(part, n_bins, (theory.p_star_reduced, theory.a_barrier))
 
 
 def _phase_map(rows: list[PhaseRow], rounds: Sequence[Round] = ()) -> PhaseMap:
@@ -352,14 +344,14 @@ def bracket_of(center: float, span: int, width: int, taken: set[int]) -> list[in
     return sorted(Ps - taken)
 
 
-def next_round(summary: dict | None, theory: TheoryLines, span: int, width: int) -> list[int]:
+def next_round(summary: SoftmaxScan | None, theory: TheoryLines, span: int, width: int) -> list[int]:
     """The ``P`` the next round samples at one ``(L, N)``: none where a reweighted curve of the
     sampled ``P`` already crosses zero (closed); before any sample, a bracket around the theory's
     best ``P*`` (:attr:`~jaxattn.copyhead.lines.TheoryLines.best`); after, a bracket around
     :func:`~jaxattn.copyhead.landscape._search.next_center` of the scans so far.
 
     Args:
-        summary: :func:`landscape_of_dataset`'s summary of the ``P`` sampled so far (``None``:
+        summary: :func:`landscape_of_dataset`'s scan of the ``P`` sampled so far (``None``:
             none yet).
         theory: the theory's lines at ``(L, N)``.
         span: the reweighting span.
@@ -373,17 +365,11 @@ def next_round(summary: dict | None, theory: TheoryLines, span: int, width: int)
         if theory.best is None:
             raise ValueError("no theory P* to start from (the reduced action has no transition)")
         return bracket_of(theory.best, span, width, set())
-    Ps = [int(p) for p in summary["P"]]
-    curves = [
-        (np.asarray(rp, float) - P, np.asarray(y, float), np.asarray(dy, float))
-        for P, rp, y, dy in zip(
-            Ps, summary["reweighted_P"], summary["reweighted_log_ratio"], summary["reweighted_log_ratio_err"]
-        )
-    ]
+    curves = summary.curves()
     if any(np.isfinite(curve_crossing(0, *cv)[0]) for cv in curves):
         return []
-    center = next_center(Ps, summary["log_ratio"], curves, span, theory.slope or 0.0)
-    return [] if center is None else bracket_of(center, span, width, set(Ps))
+    center = next_center(summary.P, summary.log_ratio, curves, span, theory.slope or 0.0)
+    return [] if center is None else bracket_of(center, span, width, set(summary.P))
 
 
 def _sweep(config: CopyLandscapeConfig, points: list[tuple[float, int]], n_chains: int, data_seed: int):
@@ -559,7 +545,7 @@ class _Search:
         self.fixed_windows = run["fixed_windows"]
         self.configs = dict(configs)
         self.theory: dict[tuple[int, float], TheoryLines] = {}
-        self.summaries: dict[tuple[int, float, tuple[int, ...]], dict] = {}
+        self.summaries: dict[tuple[int, float, tuple[int, ...]], SoftmaxScan] = {}
         self.points: dict[int, list[tuple[float, int]]] = {L: [] for L in Ls}
         self.rounds: list[Round] = []
 
@@ -606,10 +592,12 @@ class _Search:
         self._save_rounds()
 
     def _failed(self, L: int, report) -> None:
-        if report.failed:
-            raise RuntimeError(f"{self.store(L)}: chunks failed: {report.failed}")
+        from jaxattn import engine
 
-    def summary(self, L: int, N: float, ds: xr.Dataset | None) -> dict | None:
+        if report.failed:
+            raise engine.ChunksFailed(self.store(L), report.failed)
+
+    def summary(self, L: int, N: float, ds: xr.Dataset | None) -> SoftmaxScan | None:
         Ps = tuple(sorted(p for n, p in self.points[L] if n == N))
         if not Ps:
             return None
@@ -617,10 +605,10 @@ class _Search:
         if key not in self.summaries:
             assert ds is not None
             part = dict(_by_N(ds))[N]
-            self.summaries[key] = landscape_of_dataset(part, self.n_bins)
+            self.summaries[key] = _scan(part, self.n_bins, self.lines(L, N))
         return self.summaries[key]
 
-    def read(self) -> dict[tuple[int, float], dict | None]:
+    def read(self) -> dict[tuple[int, float], SoftmaxScan | None]:
         from jaxattn import engine
 
         out = {}
@@ -666,7 +654,7 @@ class _Search:
         from jaxattn.engine import store
 
         os.makedirs(self.out, exist_ok=True)
-        store.write_json(os.path.join(self.out, "rounds.json"), {"rounds": to_json(tuple(self.rounds))})
+        store.write_json(os.path.join(self.out, "rounds.json"), {"rounds": json_safe(self.rounds)})
 
     def run(self, on_round) -> PhaseMap:
         self.resume()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
@@ -29,6 +30,114 @@ from jaxattn.copyhead.landscape._profiles import (
 from jaxattn.copyhead.landscape._windows import default_range, place_windows
 from jaxattn.copyhead.profile import theory_barrier, theory_slope
 from jaxattn.core import checks, precision, umbrella
+
+
+@dataclass(frozen=True)
+class SoftmaxScan:
+    """A scan of sampled profiles over ``P`` at one ``N`` (softmax attention), and ``P*`` from it
+    (:func:`landscape`, :func:`landscape_of_dataset`). Numbers that do not exist are ``NaN``.
+
+    Attributes:
+        N: inverse temperature.
+        P: the sampled ``P``, increasing.
+        p_star_theory: the reduced action's ``P*``.
+        a_barrier: the previous-token weight dividing the basins (the reduced action's barrier).
+        p_star_sampled: where the basins' log-odds cross zero (:func:`curve_crossing` on the
+            reweighted curve of the ``P`` nearest it, or :func:`crossing` between sampled ``P``).
+        p_star_sampled_err: its standard error.
+        log_ratio: per ``P``, ``ln(p_copy / p_uniform)``; ``log_ratio_err`` its errors.
+        log_ratio_err: see ``log_ratio``.
+        barrier: per ``P``, the profile's largest barrier in ``kT``; ``barrier_err`` its errors.
+        barrier_err: see ``barrier``.
+        first_order: per ``P``, whether that barrier clears two errors
+            (:func:`jaxattn.core.umbrella.two_basins`).
+        log_ratio_slope: the log-odds' slope in ``P`` at the crossing (:func:`curve_slope`, or
+            between the bracketing ``P``), per sequence; ``log_ratio_slope_err`` its error.
+        log_ratio_slope_err: see ``log_ratio_slope``.
+        jump_a: the jump of the posterior mean of ``a`` across the crossing
+            (:func:`basin_jump`); ``jump_a_err`` its error.
+        jump_a_err: see ``jump_a``.
+        P_nearest_p_star: the integer ``P`` nearest ``P*`` whose profile (reweighted there, with
+            reweighting) gives the barrier and the jump at ``P*``.
+        first_order_sampled: whether that profile's barrier clears two errors.
+        barrier_at_p_star: that barrier in ``kT``; ``barrier_at_p_star_err`` its error.
+        barrier_at_p_star_err: see ``barrier_at_p_star``.
+        reweighted_P: per sampled ``P``, the ``P + d`` its draws were reweighted to (empty
+            without reweighting).
+        reweighted_log_ratio: the log-odds there; ``reweighted_log_ratio_err`` their errors.
+        reweighted_log_ratio_err: see ``reweighted_log_ratio``.
+        profiles: the :class:`SampledProfile` per ``P``.
+    """
+
+    N: float
+    P: tuple[int, ...]
+    p_star_theory: float
+    a_barrier: float
+    p_star_sampled: float
+    p_star_sampled_err: float
+    log_ratio: tuple[float, ...]
+    log_ratio_err: tuple[float, ...]
+    barrier: tuple[float, ...]
+    barrier_err: tuple[float, ...]
+    first_order: tuple[bool, ...]
+    log_ratio_slope: float
+    log_ratio_slope_err: float
+    jump_a: float
+    jump_a_err: float
+    P_nearest_p_star: int
+    first_order_sampled: bool
+    barrier_at_p_star: float
+    barrier_at_p_star_err: float
+    reweighted_P: tuple[tuple[int, ...], ...]
+    reweighted_log_ratio: tuple[tuple[float, ...], ...]
+    reweighted_log_ratio_err: tuple[tuple[float, ...], ...]
+    profiles: tuple[SampledProfile, ...]
+
+    def curves(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per sampled ``P`` its reweighted curve ``(d, y, dy)`` in shifts ``d`` of ``P``."""
+        return [
+            (np.asarray(rp, float) - P, np.asarray(y, float), np.asarray(dy, float))
+            for P, rp, y, dy in zip(self.P, self.reweighted_P, self.reweighted_log_ratio, self.reweighted_log_ratio_err)
+        ]
+
+
+@dataclass(frozen=True)
+class LinearScan:
+    """A scan of sampled profiles over ``P`` at one ``N`` (linear attention, along ``|a_G|``):
+    the sampled minimum against the reduced action's (:func:`linear_landscape`).
+
+    Attributes:
+        N: inverse temperature.
+        P: the sampled ``P``, increasing.
+        p_onset_theory: the reduced action's second-order onset.
+        a_min_sampled: per ``P``, ``|a_G|`` at the sampled profile's minimum
+            (:func:`sampled_minimum`).
+        a_min_theory: per ``P``, the reduced action's.
+        bin_width: the sampled profiles' bin width.
+        profiles: the :class:`SampledProfile` per ``P``.
+    """
+
+    N: float
+    P: tuple[int, ...]
+    p_onset_theory: float
+    a_min_sampled: tuple[float, ...]
+    a_min_theory: tuple[float, ...]
+    bin_width: float
+    profiles: tuple[SampledProfile, ...]
+
+
+def scan_record(scan: SoftmaxScan | LinearScan) -> dict:
+    """A scan's fields but its profiles, as JSON values (:func:`jaxattn.io.json_safe`).
+
+    Args:
+        scan: A one-point scan (:func:`softmax_scan` or the linear one).
+
+    Returns:
+        Field name -> JSON value (tuples as lists, non-finite numbers as ``None``).
+    """
+    from jaxattn.io import json_safe
+
+    return json_safe({f.name: getattr(scan, f.name) for f in dataclasses.fields(scan) if f.name != "profiles"})
 
 
 def crossing(P: np.ndarray, y: np.ndarray, dy: np.ndarray) -> tuple[float, float]:
@@ -268,7 +377,7 @@ def _scan(arch: network.CopyArch, N: float, Ps: list[int], progress: bool, kw: d
 
 def linear_landscape(
     arch: network.CopyArch, P: list[int] | None = None, N: float = 1.0, *, progress: bool = False, **kw
-) -> dict:
+) -> LinearScan:
     """Linear attention: sampled profiles along ``|a_G|`` at every ``P`` (:func:`sampled_profile`,
     one compile for the scan), and the sampled minimum (:func:`sampled_minimum`) against the
     reduced action's (:func:`jaxattn.copyhead.linear.linear_minimum`): one minimum that leaves
@@ -282,9 +391,7 @@ def linear_landscape(
         **kw: passed to :func:`sampled_profile`.
 
     Returns:
-        A dict: ``N``, ``P`` (list, increasing), ``p_onset_theory``, ``a_min_sampled`` and
-            ``a_min_theory`` per ``P`` (``|a_G|`` at the minimum), ``bin_width`` (of the sampled
-            profile), ``profiles``.
+        :class:`LinearScan`.
     """
     arch = arch.validate()
     N = action.check_N(N)
@@ -302,18 +409,18 @@ def linear_landscape(
     return _linear_summary(arch, N, Ps, profiles)
 
 
-def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile]) -> dict:
-    """:func:`linear_landscape`'s dict from its profiles."""
+def _linear_summary(arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile]) -> LinearScan:
+    """:func:`linear_landscape`'s scan from its profiles."""
     with precision.float64():
         theory = linear.linear_scan_jit(jnp.asarray(Ps, jnp.float64), action.hyper(arch, N))
-    return dict(
-        N=N,
-        P=Ps,
+    return LinearScan(
+        N=float(N),
+        P=tuple(int(p) for p in Ps),
         p_onset_theory=float(linear.linear_onsets(arch, N).P_onset),
-        a_min_sampled=[sampled_minimum(p) for p in profiles],
-        a_min_theory=np.abs(np.asarray(theory.aG)).tolist(),
+        a_min_sampled=tuple(sampled_minimum(p) for p in profiles),
+        a_min_theory=tuple(np.abs(np.asarray(theory.aG)).tolist()),
         bin_width=float(profiles[0].a[1] - profiles[0].a[0]),
-        profiles=profiles,
+        profiles=tuple(profiles),
     )
 
 
@@ -339,10 +446,12 @@ def _softmax_summary(
     lr: np.ndarray,
     dlr: np.ndarray,
     curves: list,
-) -> dict:
-    """:func:`landscape`'s dict from its profiles, their basins' log-odds and, where the draws
-    recorded shifts of ``P``, their reweighted curves (``None`` elsewhere)."""
-    p_star, a_bar = theory_barrier(arch, N)
+    p_star: float,
+    a_bar: float,
+) -> SoftmaxScan:
+    """:func:`landscape`'s scan from its profiles, their basins' log-odds and, where the draws
+    recorded shifts of ``P``, their reweighted curves (``None`` elsewhere), beside the theory's
+    ``P*`` and divider."""
     P0, dP0 = crossing(np.asarray(Ps, float), lr, dlr)
     # with reweighting, the crossing of the curve of the P nearest it (the shortest reweighting)
     found = [(abs(c0 - P), c0, e) for P, cv in zip(Ps, curves) if cv is not None for c0, e in [curve_crossing(P, *cv)]]
@@ -364,36 +473,30 @@ def _softmax_summary(
         assert cv is not None
         slope = curve_slope(P0 - Ps[at], *cv)
     jump, jump_err = basin_jump(star_a, star_F, star_dF, at_star)
-    return dict(
-        N=N,
-        P=Ps,
-        p_star_theory=p_star,
-        a_barrier=a_bar,
-        p_star_sampled=P0,
-        p_star_sampled_err=dP0,
-        log_ratio=lr.tolist(),
-        log_ratio_err=dlr.tolist(),
-        barrier=[b.barrier for b in basins],
-        barrier_err=[b.barrier_err for b in basins],
-        first_order=[b.first_order for b in basins],
-        log_ratio_slope=slope[0],
-        log_ratio_slope_err=slope[1],
-        jump_a=jump,
-        jump_a_err=jump_err,
-        P_nearest_p_star=near,
-        first_order_sampled=at_star.first_order,
-        barrier_at_p_star=at_star.barrier,
-        barrier_at_p_star_err=at_star.barrier_err,
-        **(
-            dict(
-                reweighted_P=[(P + cv[0]).tolist() for P, cv in zip(Ps, curves) if cv is not None],
-                reweighted_log_ratio=[cv[1].tolist() for cv in curves if cv is not None],
-                reweighted_log_ratio_err=[cv[2].tolist() for cv in curves if cv is not None],
-            )
-            if any(cv is not None for cv in curves)
-            else {}
-        ),
-        profiles=profiles,
+    return SoftmaxScan(
+        N=float(N),
+        P=tuple(int(p) for p in Ps),
+        p_star_theory=float(p_star),
+        a_barrier=float(a_bar),
+        p_star_sampled=float(P0),
+        p_star_sampled_err=float(dP0),
+        log_ratio=tuple(float(x) for x in lr),
+        log_ratio_err=tuple(float(x) for x in dlr),
+        barrier=tuple(float(b.barrier) for b in basins),
+        barrier_err=tuple(float(b.barrier_err) for b in basins),
+        first_order=tuple(bool(b.first_order) for b in basins),
+        log_ratio_slope=float(slope[0]),
+        log_ratio_slope_err=float(slope[1]),
+        jump_a=float(jump),
+        jump_a_err=float(jump_err),
+        P_nearest_p_star=int(near),
+        first_order_sampled=bool(at_star.first_order),
+        barrier_at_p_star=float(at_star.barrier),
+        barrier_at_p_star_err=float(at_star.barrier_err),
+        reweighted_P=tuple(tuple((P + cv[0]).tolist()) for P, cv in zip(Ps, curves) if cv is not None),
+        reweighted_log_ratio=tuple(tuple(cv[1].tolist()) for cv in curves if cv is not None),
+        reweighted_log_ratio_err=tuple(tuple(cv[2].tolist()) for cv in curves if cv is not None),
+        profiles=tuple(profiles),
     )
 
 
@@ -405,7 +508,7 @@ def landscape(
     max_extend: int = 5,
     progress: bool = False,
     **kw,
-) -> dict:
+) -> SoftmaxScan | LinearScan:
     """Sampled profiles at every ``P`` (:func:`sampled_profile`, with one window count, hence one
     compile, for the whole scan), each basin's probability across the theory's barrier
     (:func:`basin_log_ratio`), and ``P*`` from sampling: where ``ln(p_copy / p_uniform)`` crosses
@@ -433,23 +536,12 @@ def landscape(
             :data:`~jaxattn.copyhead._config.REWEIGHT_SPAN`).
 
     Returns:
-        A dict: ``N``, ``P`` (list, increasing), ``p_star_theory``, ``a_barrier``,
-            ``p_star_sampled`` and ``p_star_sampled_err`` (``nan`` without a sign change),
-            ``log_ratio`` and ``log_ratio_err`` per ``P``; per ``P`` the profile's largest
-            barrier in ``kT`` (``barrier``, ``barrier_err``) and whether it clears two errors
-            (``first_order``: :func:`jaxattn.core.umbrella.two_basins`), and the same at the
-            scanned ``P`` nearest the sampled ``P*`` (``P_nearest_p_star``,
-            ``first_order_sampled``, ``barrier_at_p_star``, ``barrier_at_p_star_err``; with
-            reweighting, at the integer ``P`` nearest ``P*``, the profile reweighted there:
-            :func:`reweighted_profile`); the log-odds' slope in ``P`` at the crossing
-            (``log_ratio_slope``, ``log_ratio_slope_err``: :func:`curve_slope`, or between the
-            bracketing ``P``) and the jump of the posterior mean of ``a`` across it (``jump_a``,
-            ``jump_a_err``: :func:`basin_jump` on that profile);
-            ``profiles`` (the :class:`SampledProfile` per ``P``). With ``reweight_span``, each
-            ``P``'s draws also give the log-odds at ``P + d`` (``reweighted_P``,
-            ``reweighted_log_ratio``, ``reweighted_log_ratio_err``, one list per ``P``), the scan
+        :class:`SoftmaxScan` (:class:`LinearScan` for linear attention). With
+            ``reweight_span``, each ``P``'s draws also give the log-odds at ``P + d``, the scan
             stops as soon as one of these curves crosses zero, and ``P*`` is that crossing
-            (:func:`curve_crossing`, on the curve of the ``P`` nearest it).
+            (:func:`curve_crossing`, on the curve of the ``P`` nearest it); the barrier and the
+            jump are then those of the profile reweighted to the integer ``P`` nearest ``P*``
+            (:func:`reweighted_profile`).
     """
     arch = arch.validate()
     N = action.check_N(N)
@@ -525,10 +617,10 @@ def landscape(
     bar.close()
     ks = sorted(res)
     lr, dlr = np.array([res[k][1] for k in ks]), np.array([res[k][2] for k in ks])
-    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr, [curves.get(k) for k in ks])
+    return _softmax_summary(arch, N, ks, [res[k][0] for k in ks], lr, dlr, [curves.get(k) for k in ks], p_star, a_bar)
 
 
-def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
+def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> SoftmaxScan | LinearScan:
     """:func:`landscape`'s summary from a ``copy_landscape`` sweep (or any run of
     :class:`CopyLandscape`) of one data set: the profile of every ``P`` (:func:`profile_of`);
     for softmax the basins' log-odds across the theory's barrier and the sampled ``P*``, against
@@ -541,13 +633,22 @@ def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
         n_bins: bins of the profiles.
 
     Returns:
-        The dict of :func:`landscape` (softmax) or :func:`linear_landscape` (linear), without
-            the secant refinement: only the ``P`` of the dataset.
+        :class:`SoftmaxScan` or :class:`LinearScan`, as :func:`landscape` gives them, of only
+            the ``P`` of the dataset.
 
     Raises:
         ValueError: if the dataset is not the experiment's, holds several data sets or ``N``, or
             lacks a window.
     """
+    arch, N, Ps, profiles = _dataset_profiles(ds, n_bins)
+    if arch.attention != "softmax":
+        return _linear_summary(arch, N, Ps, profiles)
+    return softmax_scan(arch, N, Ps, profiles, theory_barrier(arch, N))
+
+
+def _dataset_profiles(ds: xr.Dataset, n_bins: int) -> tuple[network.CopyArch, float, list[int], list[SampledProfile]]:
+    """The network, ``N``, the ``P`` and their profiles of a ``copy_landscape`` dataset of one
+    data set and one ``N`` (:func:`landscape_of_dataset`'s checks)."""
     from jaxattn.engine import config as cfgs
 
     if ds.attrs.get("experiment") != COPY_LANDSCAPE.name:
@@ -560,11 +661,48 @@ def landscape_of_dataset(ds: xr.Dataset, n_bins: int = 40) -> dict:
             ds = ds.isel({dim: 0})
     if ds.sizes["window"] != config.n_windows:
         raise ValueError(f"window: the dataset has {ds.sizes['window']} of the n_windows={config.n_windows} windows")
-    arch, N = config.arch, inverse_temperature(ds)
     Ps = [int(p) for p in ds["P"].values]
-    profiles = [profile_of(ds.sel(P=P), config, P, n_bins) for P in Ps]
+    return config.arch, inverse_temperature(ds), Ps, [profile_of(ds.sel(P=P), config, P, n_bins) for P in Ps]
+
+
+def softmax_scan_of_dataset(ds: xr.Dataset, n_bins: int, divider: tuple[float, float]) -> SoftmaxScan:
+    """:func:`landscape_of_dataset` of softmax attention, with the basins divided where the caller
+    says: ``divider = (P*, a_barrier)`` of the theory (the map's
+    :func:`jaxattn.copyhead.lines.theory_lines`), so the scan asks no theory of its own.
+
+    Args:
+        ds: One ``(L, V, N)`` of a ``copy_landscape`` store, over its ``P``.
+        n_bins: Histogram bins of each profile.
+        divider: ``(P*, a_barrier)`` that the basins are split at.
+
+    Returns:
+        The scan's summary over the data set's ``P``.
+
+    Raises:
+        ValueError: The data set is not of softmax attention.
+    """
+    arch, N, Ps, profiles = _dataset_profiles(ds, n_bins)
     if arch.attention != "softmax":
-        return _linear_summary(arch, N, Ps, profiles)
-    a_bar = theory_barrier(arch, N)[1]
+        raise ValueError(f"attention: the basins are softmax attention's, got {arch.attention!r}")
+    return softmax_scan(arch, N, Ps, profiles, divider)
+
+
+def softmax_scan(
+    arch: network.CopyArch, N: float, Ps: list[int], profiles: list[SampledProfile], divider: tuple[float, float]
+) -> SoftmaxScan:
+    """The scan of softmax profiles at ``Ps``: each one's basin log-odds across
+    ``divider = (P*, a_barrier)``, and the summary of :func:`landscape`.
+
+    Args:
+        arch: The network the profiles were sampled for.
+        N: The inverse temperature.
+        Ps: The training-set sizes, increasing.
+        profiles: One sampled profile per ``P``.
+        divider: ``(P*, a_barrier)`` that the basins are split at.
+
+    Returns:
+        The scan's summary: the crossing of the log-odds, barrier, jump and their errors.
+    """
+    p_star, a_bar = divider
     lr, dlr, curves = zip(*(_log_odds(p, a_bar, arch.L) for p in profiles))
-    return _softmax_summary(arch, N, Ps, profiles, np.array(lr), np.array(dlr), list(curves))
+    return _softmax_summary(arch, N, Ps, profiles, np.array(lr), np.array(dlr), list(curves), p_star, a_bar)
