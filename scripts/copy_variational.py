@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import jaxattn
@@ -54,11 +55,20 @@ SAMPLED = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "copy
 
 
 def sampled_map() -> dict[str, landscape.PhaseMap]:
-    """The sampled phase diagram's lines, ``N`` and ``L`` (empty when the map was not computed)."""
+    """The sampled phase diagram's lines, ``N`` and ``L`` (empty when the map was not computed;
+    a line kept in an older format is named and left out)."""
     if not os.path.exists(SAMPLED):
         return {}
     with open(SAMPLED) as f:
-        return {part: landscape.PhaseMap.from_json(m) for part, m in json.load(f).items()}
+        kept = json.load(f)
+    lines = {}
+    for part, m in kept.items():
+        try:
+            lines[part] = landscape.PhaseMap.from_json(m)
+        except (KeyError, TypeError) as err:
+            print(f"line {part} of {SAMPLED} is of an older format ({type(err).__name__}: {err}): "
+                  "rerun scripts/copy_phase_sampled.py --line " + part, file=sys.stderr)
+    return lines
 
 
 def figures(sampled: dict, rows: list[dict]) -> None:
