@@ -345,7 +345,7 @@ def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
                              ("log_ratio_slope", "log_ratio_slope")):
             value = getattr(row, mine)
             mine_value = np.nan if value is None else value  # a row says None where there is no number
-            np.testing.assert_allclose(mine_value, api[theirs], rtol=1e-12, err_msg=mine)  # NaN equals NaN
+            np.testing.assert_allclose(mine_value, getattr(api, theirs), rtol=1e-12, err_msg=mine)  # NaN equals NaN
         assert row.theory.p_star_reduced == pytest.approx(theory_summary(arch, row.N)["p_star"], rel=1e-12)
     cli = CliRunner().invoke(main, ["copy", "phase-diagram", "--sampled", "--store", out, "--out",
                                     str(tmp_path / "figs"), "--json"])
