@@ -90,8 +90,8 @@ def point(L: int, N: float) -> dict:
     step = int(np.clip(round(1.0 / slope), 2, max(2, int(0.1 * p_win))))
     Ps = [int(round(p_win)) + d * step for d in (-1, 0, 1)]
     print(
-        f"L = {L}, N = {N:g}: windows P* = {p_win:.1f} +- {dp_win:.1f}, barrier {win['barrier_at_p_star']:.2f} +-"
-        f" {win['barrier_at_p_star_err']:.2f} kT, slope {slope:.3f} per sequence ({t_win:.0f} s);"
+        f"L = {L}, N = {N:g}: windows P* = {p_win:.1f} +- {dp_win:.1f}, barrier {win.barrier_at_p_star:.2f} +-"
+        f" {win.barrier_at_p_star_err:.2f} kT, slope {slope:.3f} per sequence ({t_win:.0f} s);"
         f" NUTS at P = {Ps}",
         flush=True,
     )

@@ -63,7 +63,9 @@ def test_a_billion_point_sweep_file_is_refused_in_seconds_with_little_memory(tmp
     code, seconds, peak = r.stderr.strip().splitlines()[-1].split()[1:]
     assert r.stderr.splitlines()[-2] == f"Error: {f}: {BILLION_MESSAGE}", r.stderr
     assert int(code) == 2
-    assert float(seconds) < 5.0
+    # alone about 2 s on 2 cores, mostly loading JAX; 5.0 s in CI beside the package build. Listing
+    # a billion points would take minutes and the memory cap: the bound tells the two apart
+    assert float(seconds) < 20.0
     assert int(peak) < 1 << 30, f"peak memory {int(peak) / 2**30:.2f} GiB"
     assert not (tmp_path / "out").exists()
 

@@ -413,8 +413,11 @@ def sampled_phase_figure(result, path: str | None = None, extra: dict | None = N
             for a in (ax, bx):
                 a.axvspan(*c.bracket, color=color, alpha=0.12)
                 a.axvline(c.value, color=color, ls=":", lw=1)
+    ticks = sorted({float(getattr(r, x_key)) for r in rows})
     for a in (ax, bx):
         a.set_xscale("log")
+        a.set_xticks(ticks, [f"{t:g}" for t in ticks])  # the sampled values, not powers of ten
+        a.minorticks_off()
     ax.set(
         xlabel=x_key,
         ylabel="P*",
