@@ -387,3 +387,32 @@ def test_a_network_with_no_transition_is_refused_in_one_line_naming_why():
     assert r.exit_code == 2 and r.output.strip().splitlines()[-1].startswith(
         "Error: the reduced action has no copy transition at N = 20 for CopyArch(L=4, V=2, "
     ) and r.output.strip().endswith("(P* = inf): no basins to divide"), r.output
+
+
+@pytest.mark.parametrize("L, N", [(32, 1.0), (32, 20.0)])
+def test_the_reduced_lines_barrier_is_the_action_between_its_minima_at_P_star(L, N):
+    """At the reduced ``P*`` both ends of the jump, ``c_below`` and ``c_above``, are minima at one
+    level (what makes it ``P*``), and the barrier is the action's maximum between them above that
+    level: on 20001 values of ``c``, within 1e-3 of it (the lines use 400 weights: a grid error
+    of 2.5e-4 at ``N = 1``, 5e-4 at ``N = 20``). Its divider is where that maximum is, and 10%
+    above ``P*`` the barrier (out of the uniform basin, now the higher) is lower."""
+    from jaxattn.copyhead import lines
+    from jaxattn.copyhead.softmax import transition_of
+    from jaxattn.core import precision
+
+    arch = network.CopyArch(L=L, V=4)
+    red = profile.reduced_lines(arch, N)
+    with precision.float64():
+        tr = transition_of(action.hyper(arch, N))
+    c = np.linspace(float(tr.c_below), float(tr.c_above), 20001)
+    S = profile.theory_action_of_c(arch, red.p_star, N, c)
+    assert red.p_star == pytest.approx(float(tr.P_star), rel=1e-12)
+    assert abs(S[0] - S[-1]) < 1e-9 * abs(S[0])
+    assert red.barrier_at_star == red.barrier == pytest.approx(S.max() - S[0], rel=1e-3)
+    assert red.a_barrier == pytest.approx(float(profile.prev_weight(c[np.argmax(S)], L)), rel=1e-3)
+    assert red.slope > 0
+    above = profile.reduced_lines(arch, N, 1.1 * red.p_star)
+    assert above.P == pytest.approx(1.1 * red.p_star) and 0 < above.barrier < red.barrier_at_star
+    none = network.CopyArch(L=4, V=2, sigma_G2=1e-300)
+    assert profile.reduced_lines(none, N) is None
+    assert lines.theory_lines(none, N, large_deviation_samples=0).best is None

@@ -14,13 +14,7 @@ from jax.typing import ArrayLike
 
 from jaxattn.copyhead import action, network
 from jaxattn.copyhead.linear import linear_crossover, linear_onsets, linear_scan_jit
-from jaxattn.copyhead.softmax import (
-    SoftmaxTransition,
-    p_star_closed_form,
-    softmax_grid,
-    softmax_minima,
-    softmax_transition,
-)
+from jaxattn.copyhead.softmax import p_star_closed_form, softmax_grid, softmax_minima, transition_of
 from jaxattn.core import precision
 
 
@@ -134,11 +128,8 @@ def theory_summary(
     }
     if arch.attention == "softmax":
         with precision.float64():
-            h = action.hyper(arch, N)
+            tr = transition_of(action.hyper(arch, N), n_P)
             pcf = float(p_star_closed_form(jnp.float64(arch.L), jnp.float64(arch.V), arch.beta, arch.sigma_G2))
-            Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P) * pcf)
-            tr, _ = jax.jit(softmax_transition)(Ps, h)
-            tr = SoftmaxTransition(*(np.asarray(v) for v in tr))
         out.update(
             p_star=_f(tr.P_star),
             first_order=bool(tr.first_order > 0.5),

@@ -687,3 +687,24 @@ def p_star_large_deviation(
         if done or 2 * n > top:
             return LargeDeviationPStar(P_star, error, n, done, tuple(float(f) for f in found), tuple(path))
         starts, last, n = [float(f) for f in found], P_star, 2 * n
+
+
+def fluctuation_p_stars(
+    arch: network.CopyArch, N: float, P0: float, large_deviation_samples: int
+) -> tuple[float | None, LargeDeviationPStar | None]:
+    """The ``P*`` of the theories beyond the reduced action at ``(arch, N)``: the Gaussian-corrected
+    one nearest ``P0`` (:func:`p_star_corrected_near`) and the large-deviation one
+    (:func:`p_star_large_deviation`, two scrambles of ``large_deviation_samples`` points, one pass).
+
+    Args:
+        arch: the network (softmax attention).
+        N: inverse temperature (finite).
+        P0: the reduced action's ``P*``.
+        large_deviation_samples: points per scramble; 0 leaves the large-deviation ``P*`` out.
+
+    Returns:
+        ``(corrected, large_deviation)``, ``None`` where a theory has no answer or was left out.
+    """
+    n = checks.integer("large_deviation_samples", large_deviation_samples, 0)
+    ld = p_star_large_deviation(arch, N, n_samples=n, max_samples=n, n_scrambles=2) if n else None
+    return p_star_corrected_near(arch, N, P0), ld

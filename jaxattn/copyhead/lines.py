@@ -1,7 +1,8 @@
 """Every theory line of the copy head's sampled phase diagram at one ``(arch, N)``, from one entry:
-the reduced action's ``P*`` (:mod:`jaxattn.copyhead.softmax`), its barrier and slope
-(:mod:`jaxattn.copyhead.profile`), the Gaussian-corrected and the large-deviation ``P*``
-(:mod:`jaxattn.copyhead.fluctuations`), each ``None`` where that theory has no answer.
+the reduced action's ``P*``, barrier and slope (one call to
+:func:`jaxattn.copyhead.profile.reduced_lines`), the Gaussian-corrected and the large-deviation
+``P*`` (one to :func:`jaxattn.copyhead.fluctuations.fluctuation_p_stars`), each ``None`` where
+that theory has no answer.
 """
 
 from __future__ import annotations
@@ -10,12 +11,10 @@ import functools
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from jaxattn.copyhead import action, fluctuations, network
 from jaxattn.copyhead._config import LD_SAMPLES
-from jaxattn.copyhead.profile import theory_barrier, theory_profile, theory_slope
-from jaxattn.core import checks, umbrella
+from jaxattn.copyhead.profile import reduced_lines
+from jaxattn.core import checks
 
 
 @dataclass(frozen=True)
@@ -89,29 +88,18 @@ def theory_lines(
     n_ld = checks.integer("large_deviation_samples", large_deviation_samples, 0)
     if P is not None:
         P = float(checks.positive("P", P))
-    try:
-        p_red, a_bar = theory_barrier(arch, N)
-    except ValueError:  # no transition of the reduced action: no line at all
+    red = reduced_lines(arch, N, P)
+    if red is None:  # no transition of the reduced action: no line at all
         return TheoryLines(None, False, None, P, None, None, None, None, None, 0)
-    at = p_red if P is None else P
-    # the previous-token weight from below the uniform basin (a = 1/L) to 0.99, even in its logit
-    a = 1 / (1 + np.exp(-np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)))
-
-    def barrier(P):
-        S = theory_profile(arch, P, N, a)
-        return float(umbrella.two_basins(a, S, np.zeros_like(S)).barrier)
-
-    at_star = barrier(p_red)
-    slope = theory_slope(arch, N, p_red)
-    ld = fluctuations.p_star_large_deviation(arch, N, n_samples=n_ld, max_samples=n_ld, n_scrambles=2) if n_ld else None
+    corrected, ld = fluctuations.fluctuation_p_stars(arch, N, red.p_star, n_ld)
     return TheoryLines(
-        p_star_reduced=float(p_red),
-        first_order_reduced=at_star > 0,
-        a_barrier=float(a_bar),
-        P=float(at),
-        barrier_reduced=at_star if P is None else barrier(at),
-        slope=checks.finite_or_none(slope),
-        p_star_corrected=fluctuations.p_star_corrected_near(arch, N, p_red),
+        p_star_reduced=red.p_star,
+        first_order_reduced=red.barrier_at_star > 0,
+        a_barrier=red.a_barrier,
+        P=red.P,
+        barrier_reduced=red.barrier,
+        slope=checks.finite_or_none(red.slope),
+        p_star_corrected=corrected,
         p_star_large_deviation=None if ld is None else checks.finite_or_none(ld.p_star),
         p_star_large_deviation_err=None if ld is None or ld.p_star is None else checks.finite_or_none(ld.error),
         large_deviation_samples=n_ld,

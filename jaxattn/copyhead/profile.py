@@ -7,12 +7,14 @@ On the softmax ansatz the reduced action (B.3b) is a function of the copy streng
 ``|a_G|`` (:func:`linear_profile_action`). :func:`theory_profile` is ``F(a)`` of the theory, the
 line the sampled profile (:mod:`jaxattn.copyhead.landscape`) is compared with;
 :func:`theory_barrier` and :func:`theory_slope` place the basins' dividing point and the slope
-of their log-odds at the theory's ``P*``. All in float64.
+of their log-odds at the theory's ``P*``, and :func:`reduced_lines` gives these with the barrier
+in one call. All in float64.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +22,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxattn.copyhead import action, network
-from jaxattn.copyhead.softmax import softmax_minima
-from jaxattn.core import precision
+from jaxattn.copyhead.softmax import softmax_minima, transition_of
+from jaxattn.core import precision, umbrella
 
 
 def copy_strength(a: Float[Array, "*b"] | np.ndarray, L: int) -> Float[Array, "*b"]:
@@ -181,15 +183,14 @@ def theory_barrier(arch: network.CopyArch, N: float) -> tuple[float, float]:
         ValueError: If the reduced action has no transition there (``P* = inf``: a prior variance
             ``sigma_G2`` too small for the data to move it, say).
     """
-    from jaxattn.copyhead.curves import theory_summary
-
-    s = theory_summary(arch, N)
-    if s["c_below"] is None or not np.isfinite(s["p_star"]):
+    with precision.float64():
+        tr = transition_of(action.hyper(arch, N))
+    if not (np.isfinite(tr.c_below) and np.isfinite(tr.P_star)):
         raise ValueError(
-            f"the reduced action has no copy transition at N = {N:g} for {arch} (P* = {s['p_star']}): no "
+            f"the reduced action has no copy transition at N = {N:g} for {arch} (P* = {float(tr.P_star)}): no "
             "basins to divide"
         )
-    P_star, lo, hi = float(s["p_star"]), float(s["c_below"]), float(s["c_above"])
+    P_star, lo, hi = float(tr.P_star), float(tr.c_below), float(tr.c_above)
     c = np.linspace(lo, hi, 2001)
     return P_star, float(prev_weight(c[np.argmax(theory_action_of_c(arch, P_star, N, c))], arch.L))
 
@@ -214,3 +215,60 @@ def theory_slope(arch: network.CopyArch, N: float, P_star: float) -> float:
 
     dP = max(1e-3 * P_star, 0.01)
     return (gap(P_star + dP) - gap(P_star - dP)) / (2 * dP)
+
+
+@dataclass(frozen=True)
+class ReducedLines:
+    """The reduced action's lines at one ``(arch, N)`` of softmax attention.
+
+    Attributes:
+        p_star: its ``P*`` (:func:`theory_barrier`).
+        a_barrier: the previous-token weight of its barrier at ``p_star``: the basins' divider.
+        barrier_at_star: the barrier at ``p_star`` in ``kT`` (0: one minimum, no jump).
+        P: where ``barrier`` is evaluated.
+        barrier: the barrier at ``P`` in ``kT``.
+        slope: ``d(S_uniform - S_copy)/dP`` at ``p_star`` (:func:`theory_slope`).
+    """
+
+    p_star: float
+    a_barrier: float
+    barrier_at_star: float
+    P: float
+    barrier: float
+    slope: float
+
+
+def reduced_lines(arch: network.CopyArch, N: float, P: float | None = None) -> ReducedLines | None:
+    """The reduced action's ``P*``, its basins' divider, its barrier (the
+    :func:`~jaxattn.core.umbrella.two_basins` barrier of :func:`theory_profile` on 400 weights
+    from below the uniform basin, ``a = 0.2 / L``, to 0.99, even in their logit) at ``P*`` and
+    at ``P``, and the slope of its log-odds at ``P*``.
+
+    Args:
+        arch: the network (softmax attention).
+        N: inverse temperature.
+        P: where the barrier is evaluated besides ``P*`` (default: ``P*``).
+
+    Returns:
+        :class:`ReducedLines`, or ``None`` where the reduced action has no transition.
+    """
+    try:
+        p_star, a_bar = theory_barrier(arch, N)
+    except ValueError:
+        return None
+    a = 1 / (1 + np.exp(-np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)))
+
+    def barrier(P):
+        S = theory_profile(arch, P, N, a)
+        return float(umbrella.two_basins(a, S, np.zeros_like(S)).barrier)
+
+    at_star = barrier(p_star)
+    at = p_star if P is None else float(P)
+    return ReducedLines(
+        p_star=float(p_star),
+        a_barrier=float(a_bar),
+        barrier_at_star=at_star,
+        P=at,
+        barrier=at_star if P is None else barrier(at),
+        slope=theory_slope(arch, N, p_star),
+    )

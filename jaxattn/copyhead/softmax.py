@@ -289,6 +289,29 @@ def p_star_closed_form(
     return V / (V - 1) * L * x * (x + 1) / (beta * sigma_G2)
 
 
+def transition_of(h: action.CopyHyper, n_P: int = 400) -> SoftmaxTransition:
+    """The transition of one architecture: :func:`softmax_transition` on ``n_P`` values of ``P``
+    from 0.05 to 20 times the closed-form ``P*`` (:func:`p_star_closed_form`), geometric, in
+    float64.
+
+    Args:
+        h: hyper-parameters (made in float64, :func:`jaxattn.copyhead.action.hyper` inside
+            :func:`jaxattn.core.precision.float64`, for a float64 answer).
+        n_P: ``P`` grid points.
+
+    Returns:
+        :class:`SoftmaxTransition` of NumPy scalars.
+    """
+    with precision.float64():
+        pcf = p_star_closed_form(h.L, h.V, h.beta, h.sigma_G2)
+        Ps = jnp.asarray(np.geomspace(0.05, 20.0, n_P)) * pcf
+        tr, _ = _transition(Ps, h)
+        return SoftmaxTransition(*(np.asarray(v) for v in tr))
+
+
+_transition = jax.jit(softmax_transition)
+
+
 @partial(jax.jit, static_argnames=("n_c", "n_bisect"))
 def softmax_phase_diagram(
     Ls: Float[Array, " nL"],

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
-from jaxattn.copyhead import action, network
+from jaxattn.copyhead import network
 from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import inverse_temperature, window_diagnostics
@@ -420,7 +420,7 @@ def _check(Ls, Ns, V, bracket, max_rounds, kw) -> tuple[list[int], list[float], 
         raise ValueError(f"L must be a list of integers >= 2, got {checks.plain(list(Ls))}")
     if int(V) < 2:
         raise ValueError(f"V must be >= 2, got {checks.plain(V)}")
-    Ns = sorted({float(COPY_LANDSCAPE.axis["N"].check(action.check_N(N))) for N in Ns})
+    Ns = sorted({float(COPY_LANDSCAPE.axis["N"].check(N)) for N in Ns})
     if not Ns:
         raise ValueError("N must be a non-empty list")
     checks.integer("bracket", bracket, 1)
