@@ -416,3 +416,28 @@ def test_the_reduced_lines_barrier_is_the_action_between_its_minima_at_P_star(L,
     none = network.CopyArch(L=4, V=2, sigma_G2=1e-300)
     assert profile.reduced_lines(none, N) is None
     assert lines.theory_lines(none, N, large_deviation_samples=0).best is None
+
+
+def test_the_theory_lines_compile_once_not_per_N():
+    """The map asks the theory at every ``(L, N)``: after the first ``N`` of an architecture, the
+    next compiles nothing (the hyper-parameters, ``N`` among them, are inputs of the compiled
+    programs, never constants of a program per ``N``)."""
+    from jaxattn.copyhead import lines
+
+    arch = network.CopyArch(L=8, V=4)
+    compiles = []
+
+    def listen(event, duration, **kw):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        first = lines.theory_lines(arch, 10.0, large_deviation_samples=16)
+        n_first = len(compiles)
+        second = lines.theory_lines(arch, 20.0, large_deviation_samples=16)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    assert n_first > 0 and len(compiles) == n_first, (n_first, len(compiles))
+    assert first.p_star_corrected is not None and second.p_star_corrected is not None
+    assert second.p_star_large_deviation is not None

@@ -208,13 +208,19 @@ def theory_slope(arch: network.CopyArch, N: float, P_star: float) -> float:
         The slope per sequence (positive).
     """
 
-    def gap(P):
-        with precision.float64():
-            m = softmax_minima(jnp.float64(P), action.hyper(arch, N))
-            return float(m.S_lo - m.S_hi)
-
     dP = max(1e-3 * P_star, 0.01)
-    return (gap(P_star + dP) - gap(P_star - dP)) / (2 * dP)
+    with precision.float64():
+        S_lo, S_hi = _minima(jnp.array([P_star + dP, P_star - dP], jnp.float64), action.hyper(arch, N))
+    gap = np.asarray(S_lo - S_hi)
+    return float((gap[0] - gap[1]) / (2 * dP))
+
+
+@jax.jit
+def _minima(Ps, h):
+    """The lowest and highest minima's actions at each of ``Ps``: one compile for every
+    architecture and ``N`` (the hyper-parameters are inputs)."""
+    m = jax.vmap(lambda P: softmax_minima(P, h))(Ps)
+    return m.S_lo, m.S_hi
 
 
 @dataclass(frozen=True)
