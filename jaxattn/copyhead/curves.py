@@ -14,7 +14,7 @@ from jax.typing import ArrayLike
 
 from jaxattn.copyhead import action, network
 from jaxattn.copyhead.linear import linear_crossover, linear_onsets, linear_scan_jit
-from jaxattn.copyhead.softmax import p_star_closed_form, softmax_grid, softmax_minima, transition_of
+from jaxattn.copyhead.softmax import p_star_closed_form, softmax_minima_over_P, transition_of
 from jaxattn.core import precision
 
 
@@ -30,12 +30,6 @@ def _bucketed(fn, Ps):
     m = 1 << max(0, (n - 1).bit_length())
     out = fn(jnp.concatenate([Ps, jnp.full((m - n,), Ps[-1], Ps.dtype)]))
     return jax.tree_util.tree_map(lambda x: x[:n], out)
-
-
-@jax.jit
-def _softmax_scan(Ps, h):
-    grid = softmax_grid(h)
-    return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
 
 
 def softmax_curves(arch: network.CopyArch, P: ArrayLike | Sequence[float], N: float = 1.0) -> dict[str, np.ndarray]:
@@ -54,7 +48,7 @@ def softmax_curves(arch: network.CopyArch, P: ArrayLike | Sequence[float], N: fl
     with precision.float64():
         h = action.hyper(arch, N)
         Ps = jnp.asarray(action.check_P(P))
-        m = _bucketed(lambda x: _softmax_scan(x, h), Ps)
+        m = _bucketed(lambda x: softmax_minima_over_P(x, h), Ps)
         out = {"P": np.asarray(Ps), "n_minima": np.asarray(m.n_minima)}
         for tag, c in (("", m.c), ("_uniform", m.c_lo), ("_copy", m.c_hi)):
             st, _ = action.softmax_stats(c, h)

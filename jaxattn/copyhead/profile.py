@@ -22,7 +22,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from jaxattn.copyhead import action, network
-from jaxattn.copyhead.softmax import softmax_minima, transition_of
+from jaxattn.copyhead.softmax import softmax_minima_over_P, transition_of
 from jaxattn.core import precision, umbrella
 
 
@@ -210,17 +210,9 @@ def theory_slope(arch: network.CopyArch, N: float, P_star: float) -> float:
 
     dP = max(1e-3 * P_star, 0.01)
     with precision.float64():
-        S_lo, S_hi = _minima(jnp.array([P_star + dP, P_star - dP], jnp.float64), action.hyper(arch, N))
-    gap = np.asarray(S_lo - S_hi)
+        m = softmax_minima_over_P(jnp.array([P_star + dP, P_star - dP], jnp.float64), action.hyper(arch, N))
+    gap = np.asarray(m.S_lo - m.S_hi)
     return float((gap[0] - gap[1]) / (2 * dP))
-
-
-@jax.jit
-def _minima(Ps, h):
-    """The lowest and highest minima's actions at each of ``Ps``: one compile for every
-    architecture and ``N`` (the hyper-parameters are inputs)."""
-    m = jax.vmap(lambda P: softmax_minima(P, h))(Ps)
-    return m.S_lo, m.S_hi
 
 
 @dataclass(frozen=True)

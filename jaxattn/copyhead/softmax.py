@@ -165,6 +165,22 @@ def softmax_minima(
     )
 
 
+@jax.jit
+def softmax_minima_over_P(Ps: Float[Array, " nP"], h: action.CopyHyper) -> SoftmaxMinima:
+    """:func:`softmax_minima` at each of ``Ps`` on one grid of ``c_G``, in one compiled program
+    for every architecture and ``N`` (the hyper-parameters are inputs).
+
+    Args:
+        Ps: numbers of training sequences, shape (nP,).
+        h: hyper-parameters.
+
+    Returns:
+        :class:`SoftmaxMinima` with fields of shape (nP,).
+    """
+    grid = softmax_grid(h)
+    return jax.vmap(lambda P: softmax_minima(P, h, grid=grid))(Ps)
+
+
 class SoftmaxTransition(NamedTuple):
     """``P*`` (jump, or steepest crossover when ``first_order`` is false), the spinodals (lower:
     the copy minimum appears; upper: the uniform one disappears; NaN without two minima),
