@@ -38,7 +38,7 @@ jaxattn.use_cpu_cores()
 import _options  # noqa: E402
 import numpy as np  # noqa: E402
 
-from jaxattn.copyhead import fluctuations, landscape, network, plots  # noqa: E402
+from jaxattn.copyhead import fluctuations, landscape, network, plots, profile  # noqa: E402
 from jaxattn.core import umbrella  # noqa: E402
 from jaxattn.engine.store import write_json  # noqa: E402
 
@@ -104,7 +104,7 @@ def barrier(arch: network.CopyArch, P: float | None, N: float, n_rows: int) -> f
     of ``a``, ``n_rows`` points of the rows; 0 with one minimum)."""
     if P is None:
         return None
-    x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)
+    x = profile.weight_logits(arch.L, 400)
     a = 1 / (1 + np.exp(-x))
     F = fluctuations.large_deviation_profile(arch, P, N, a, n_samples=n_rows)
     return float(umbrella.two_basins(a, F, np.zeros_like(F)).barrier)

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxattn.copyhead import action, network
-from jaxattn.copyhead.profile import copy_strength, theory_action_of_c, theory_barrier
+from jaxattn.copyhead.profile import copy_strength, theory_action_of_c, theory_barrier, weight_logits
 from jaxattn.core import checks, precision
 
 
@@ -546,7 +546,7 @@ def large_deviation_log_odds(
         ValueError: where the profile is ``NaN`` somewhere on the grid (naming the ``a``).
     """
     n_a = checks.integer("n_a", n_a, 8)
-    x = np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), n_a)
+    x = weight_logits(arch.L, n_a)
     a = 1 / (1 + np.exp(-x))
     F = large_deviation_profile(arch, P, N, a, n_samples, seed)
     ok = np.isfinite(F)

@@ -55,6 +55,21 @@ def prev_weight(c: np.ndarray, L: int) -> np.ndarray:
     return 1.0 / (1.0 + (L - 1) * np.exp(-c))
 
 
+def weight_logits(L: int, n: int) -> np.ndarray:
+    """``n`` logits ``ln(a / (1 - a))`` of the previous-token weight, evenly spaced from
+    ``a = 0.2 / L`` (below the uniform basin's ``1 / L``) to ``a = 0.99``: the grid on which the
+    theories' profiles are compared and their basins weighed.
+
+    Args:
+        L: sequence length.
+        n: number of points.
+
+    Returns:
+        The logits, increasing, shape ``(n,)``.
+    """
+    return np.linspace(np.log(0.2 / (L - 0.2)), np.log(99.0), n)
+
+
 def theory_profile(arch: network.CopyArch, P: float, N: float, a: np.ndarray) -> np.ndarray:
     """The reduced action relative to its lowest value on ``a``, the theory's ``F(a)`` (float64):
     ``S(c_G(a))`` along the previous-token weight (softmax), ``min_{a_1} S(a_1, a)`` along
@@ -254,7 +269,7 @@ def reduced_lines(arch: network.CopyArch, N: float, P: float | None = None) -> R
         p_star, a_bar = theory_barrier(arch, N)
     except ValueError:
         return None
-    a = 1 / (1 + np.exp(-np.linspace(np.log(0.2 / (arch.L - 0.2)), np.log(99.0), 400)))
+    a = 1 / (1 + np.exp(-weight_logits(arch.L, 400)))
 
     def barrier(P):
         S = theory_profile(arch, P, N, a)
