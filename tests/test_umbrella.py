@@ -167,3 +167,36 @@ def test_stuck_windows_are_named_when_mbar_cannot_start():
         umbrella.probability(draws, w, lambda x: x > 0.15)
     with pytest.raises(ValueError, match=r"never moved: \[1, 2\]"):
         umbrella.profile(draws, w, np.linspace(-0.1, 0.4, 6))
+
+
+def test_one_mbar_solve_per_pool_of_draws(sample_windows, monkeypatch):
+    """A profile, its reweighted neighbour and its basins' probabilities reweight one pool of
+    draws: MBAR is solved for it once (pymbar's ``FES`` built once), and again only for another
+    pool (one ladder's draws). The remembered solution gives what a fresh ``pymbar.MBAR`` of
+    the same draws gives."""
+    w = umbrella.windows(-1.6, 1.6, 9)
+    draws = sample_windows(U, lambda x: x, 1.0, w, jnp.asarray(w.centers), None, jax.random.key(5), 2e-4,
+                           n_chains=2, burn_in=500, n_draws=100, thin=50)
+    pymbar = umbrella._pymbar()
+    built = []
+
+    class Counting(pymbar.FES):
+        def __init__(self, *a, **k):
+            built.append(1)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(pymbar, "FES", Counting)
+    umbrella._SOLVES.clear()
+    shift = np.asarray(draws.a, float)[..., None] * np.array([-0.5, 0.5])
+    umbrella.profile(draws, w, np.linspace(-1.6, 1.6, 9))
+    p, dp = umbrella.probability(draws, w, lambda x: x > 0)
+    umbrella.probability(draws, w, lambda x: x > 0, shift)
+    umbrella.profile(draws, w, np.linspace(-1.6, 1.6, 9), shift=shift[..., 0])
+    assert len(built) == 1
+    one = umbrella.WindowDraws(draws.a[:, :1], draws.diverged[:, :1])
+    umbrella.probability(one, w, lambda x: x > 0)
+    assert len(built) == 2
+    a_n, u_kn, N_k, _, _ = umbrella._independent(draws, w)
+    with jax.enable_x64(True):
+        fresh = pymbar.MBAR(u_kn, N_k, initialize="BAR").compute_expectations((a_n > 0).astype(float), u_kn=np.zeros((1, a_n.size)))
+    np.testing.assert_allclose([p, dp], [np.ravel(fresh["mu"])[0], np.ravel(fresh["sigma"])[0]], rtol=1e-9)

@@ -35,6 +35,8 @@ its own errors by a name its module never imports, a ``NameError``).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -234,8 +236,6 @@ def profile(
     Raises:
         ValueError: if every window diverged, or on bad ``bin_edges``.
     """
-    FES = _pymbar().FES
-
     edges = np.asarray(bin_edges, float)
     if edges.ndim != 1 or edges.size < 2 or np.any(np.diff(edges) <= 0):
         raise ValueError("bin_edges must be an increasing 1-D array of at least 2 edges")
@@ -246,7 +246,7 @@ def profile(
         a_n, u_kn, N_k, flagged, n_ind, u_n = _independent(draws, w, shift)
     x_n = a_n if transform is None else np.asarray(transform(a_n), float)
     with jax.enable_x64(True), _bar_start(draws):  # x64: pymbar's JAX solvers would switch it on globally
-        fes = FES(u_kn, N_k, verbose=False, mbar_options={"initialize": "BAR"})
+        fes = _solved(u_kn, N_k)
         fes.generate_fes(np.asarray(u_n, float), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
         mid = 0.5 * (edges[1:] + edges[:-1])
         occupied = np.histogram(x_n, edges)[0] > 0
@@ -280,6 +280,32 @@ def _bar_start(draws: WindowDraws):
             f"never moved: {stuck or 'none'}); the chains are stuck or too short: lower the step, or raise "
             "burn_in or n_draws"
         ) from err
+
+
+_SOLVES: OrderedDict[bytes, Any] = OrderedDict()
+"""The last few MBAR solutions (``pymbar.FES``, its ``mbar`` inside) by a digest of their
+reduced potentials: :func:`_solved`'s memory."""
+
+
+def _solved(u_kn: np.ndarray, N_k: np.ndarray):
+    """``pymbar.FES(u_kn, N_k)``, MBAR solved from BAR's start, once per set of reduced potentials.
+    A profile, its reweighted neighbours in ``P`` and its basins' probabilities all reweight one
+    pool of draws: each solve costs seconds of Newton steps on every draw and, for a new number
+    of draws, a compile of pymbar's solvers, so a pool asked again reuses its solution (by a
+    digest of ``u_kn`` and ``N_k``, the last 8 kept: a sampled ``P``, its ladders and its neighbour)."""
+    u_kn, N_k = np.ascontiguousarray(u_kn, float), np.ascontiguousarray(N_k, np.int64)
+    h = hashlib.blake2b(digest_size=16)
+    for x in (np.asarray(u_kn.shape, np.int64), N_k, u_kn):
+        h.update(x.tobytes())
+    key = h.digest()
+    if key in _SOLVES:
+        _SOLVES.move_to_end(key)
+        return _SOLVES[key]
+    fes = _pymbar().FES(u_kn, N_k, verbose=False, mbar_options={"initialize": "BAR"})
+    _SOLVES[key] = fes
+    if len(_SOLVES) > 8:
+        _SOLVES.popitem(last=False)
+    return fes
 
 
 def _independent(draws: WindowDraws, w: Windows, *extra: np.ndarray):
@@ -337,8 +363,6 @@ def probability(
     Raises:
         ValueError: if every window diverged.
     """
-    MBAR = _pymbar().MBAR
-
     if shift is None:
         a_n, u_kn, N_k, _, _ = _independent(draws, w)
         targets = np.zeros((1, a_n.size))
@@ -346,7 +370,7 @@ def probability(
         a_n, u_kn, N_k, _, _, s_n = _independent(draws, w, shift)
         targets = np.asarray(s_n, float).T
     with jax.enable_x64(True), _bar_start(draws):
-        mbar = MBAR(u_kn, N_k, verbose=False, initialize="BAR")
+        mbar = _solved(u_kn, N_k).mbar
         # the log of the indicator's zeros is -inf where the event is false: meant, not a fault;
         # a variance that rounds below 0 (an indicator near 0 or 1) is a NaN error, returned as such
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -429,12 +429,14 @@ def _log_odds(prof: SampledProfile, a_bar: float, L: int) -> tuple[float, float,
     without recorded shifts): with a curve, the log-odds are its point at ``d = 0`` (one MBAR
     solve for both). The error is the larger of MBAR's and the spread between ladders
     (:func:`ladder_spread`), point by point."""
-    spread = ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0
+    # the pooled draws before the ladders': the pool's MBAR solution is still remembered
+    # (:func:`jaxattn.core.umbrella.profile` solved it) when each ladder adds its own
     if prof.dS is None:
         y, dy = basin_log_ratio(prof, a_bar, L)
+        spread = ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0
         return y, float(np.maximum(dy, spread).max()), None
     d, y, dy = reweighted_log_ratio(prof, a_bar, L)
-    dy = np.maximum(dy, spread)
+    dy = np.maximum(dy, ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0)
     return float(y[d == 0][0]), float(dy[d == 0][0]), (d, y, dy)
 
 
