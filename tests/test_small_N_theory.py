@@ -149,8 +149,25 @@ def test_the_P_search_finds_a_rising_zero_from_either_side(root, sign):
 
     P0 = root * (0.5 if sign > 0 else 2.0)
     assert fluctuations._zero_in_P(log_odds, P0, xtol=1e-6) == pytest.approx(root, rel=1e-6)
-    assert len(calls) < 40
+    assert len(calls) < 40 and len(set(calls)) == len(calls)  # no P asked twice (Brent's ends are known)
     assert fluctuations._zero_in_P(lambda P: 1.0 + P / 1000, 300.0, xtol=1e-6) is None
+
+
+@pytest.mark.parametrize("offset", [0.3, -0.3, 3.0, -3.0])
+def test_a_warm_P_search_brackets_the_zero_in_its_first_step(offset):
+    """Started near the zero with a small first step (a later scramble or doubling of the
+    large-deviation ``P*``, from the last one's zero): the first step goes towards the zero, and a
+    secant that closes in from one side steps at least ``xtol``, so the zero is bracketed and
+    solved in 5 evaluations at most."""
+    calls = []
+
+    def log_odds(P):
+        calls.append(P)
+        return np.tanh(3 * (P - 400) / 400)
+
+    found = fluctuations._zero_in_P(log_odds, 400 + offset, xtol=0.02, first=1e-3)
+    assert found == pytest.approx(400, abs=0.02) and len(calls) <= 5, calls
+    assert np.sign(calls[1] - calls[0]) == -np.sign(offset)
 
 
 def test_the_P_search_steps_towards_the_zero_when_the_first_secant_misleads():
@@ -235,3 +252,22 @@ def test_converged_large_deviation_p_star_agrees_across_scrambles_and_with_the_e
         assert r.path[-1][:2] == (r.n_samples, r.p_star) and len(r.scrambles) == 4
         assert abs(r.p_star - 79.52) < 2e-3 * 79.52 + 3 * np.hypot(r.error, 0.02)
     assert abs(a.p_star - b.p_star) < 3 * np.hypot(a.error, b.error)
+
+
+@pytest.mark.parametrize(("nan_above", "expected"), [(np.inf, 350.0), (340.0, None)])
+def test_the_corrected_walk_asks_each_P_once_and_stops_at_a_saddle(monkeypatch, nan_above, expected):
+    """The Gaussian-corrected ``P*`` on a planted gap ``F_copy - F_uniform = (350 - P) / 10`` from
+    ``P0 = 330``: the
+    2% walk brackets the zero and Brent's method solves it (to 0.05) without asking the walk's
+    last two ``P`` again; where the gap is ``NaN`` on the way (a Hessian that is not positive),
+    ``None``."""
+    calls = []
+
+    def gap(arch, P, N, c_bar):
+        calls.append(P)
+        return 0.0, (350.0 - P) / 10 if P < nan_above else float("nan")
+
+    monkeypatch.setattr(fluctuations, "corrected_gap", gap)
+    found = fluctuations.p_star_corrected_near(network.CopyArch(L=8, V=4), 20.0, 330.0)
+    assert (found is None) if expected is None else found == pytest.approx(expected, abs=0.05)
+    assert len(set(calls)) == len(calls), calls

@@ -121,7 +121,7 @@ def p_star_corrected_near(
     """The Gaussian-corrected ``P*`` nearest ``P0``: the corrected gap (:func:`corrected_gap`) is
     evaluated at ``P0`` and at ``P`` growing (gap positive: the uniform basin still lower) or
     shrinking (negative) by ``step`` relative steps, until it changes sign; Brent's method then
-    solves inside that bracket (:func:`p_star_corrected`).
+    solves inside that bracket, as in :func:`p_star_corrected`.
 
     Args:
         arch: the network (softmax attention).
@@ -136,8 +136,11 @@ def p_star_corrected_near(
             (at ``N = 1``, ``L = 32``, ``V = 4``, above ``P ~ 540``), or no sign change within
             ``max_factor``.
     """
+    from scipy.optimize import brentq
+
     c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
-    Ps, gaps = [float(P0)], [corrected_gap(arch, P0, N, c_bar)[1]]
+    gap = _remembered(lambda P: corrected_gap(arch, P, N, c_bar)[1])  # Brent starts at the walk's last two
+    Ps, gaps = [float(P0)], [gap(float(P0))]
     if not np.isfinite(gaps[0]):
         return None
     up = gaps[0] > 0
@@ -146,16 +149,28 @@ def p_star_corrected_near(
         if not P0 / max_factor <= nxt <= P0 * max_factor:
             return None
         Ps.append(nxt)
-        gaps.append(corrected_gap(arch, nxt, N, c_bar)[1])
+        gaps.append(gap(nxt))
     if not np.isfinite(gaps[-1]):
         return None
     if gaps[-1] == 0:
         return Ps[-1]
     lo, hi = sorted(Ps[-2:])
     try:  # the correction needs a positive Hessian at both minima inside the bracket too
-        return p_star_corrected(arch, N, (lo, hi))
+        return float(brentq(gap, lo, hi, xtol=0.05))  # pyright: ignore[reportArgumentType]
     except ValueError:
         return None
+
+
+def _remembered(f):
+    """``f`` of one float, each value computed once (a root search asks its bracket's ends again)."""
+    seen: dict[float, float] = {}
+
+    def once(x: float) -> float:
+        if x not in seen:
+            seen[x] = f(x)
+        return seen[x]
+
+    return once
 
 
 # --- the variational Gaussian along c -----------------------------------------------------------
@@ -343,13 +358,17 @@ def p_star_variational(
 
 
 def _zero_in_P(log_odds, P0: float, xtol: float, first: float = 0.1) -> float | None:
-    """The zero of a basins' log-odds curve in ``P``: secant steps from ``P0`` and
-    ``(1 + first) P0`` until it changes sign (a step at most a quarter of ``P``; the longest such
-    step towards the zero when the secant's slope is not positive), then Brent's method on the
-    last bracket; ``None`` after 20 steps."""
+    """The zero of a basins' log-odds curve in ``P``, which rise with ``P``: secant steps from
+    ``P0`` and ``(1 +- first) P0`` (towards the zero) until it changes sign (a step at most a
+    quarter of ``P``; the longest such step towards the zero when the secant's slope is not
+    positive; at least ``xtol``, so that a secant closing in from one side brackets the zero), then
+    Brent's method on the last bracket; ``None`` after 20 steps."""
     from scipy.optimize import brentq
 
-    Ps, ys = [P0, (1 + first) * P0], [log_odds(P0), log_odds((1 + first) * P0)]
+    log_odds = _remembered(log_odds)
+    y0 = log_odds(P0)
+    P1 = (1 - first if y0 > 0 else 1 + first) * P0
+    Ps, ys = [P0, P1], [y0, log_odds(P1)]
     for _ in range(20):
         if ys[-1] == 0 or np.sign(ys[-1]) != np.sign(ys[-2]):
             break
@@ -359,7 +378,8 @@ def _zero_in_P(log_odds, P0: float, xtol: float, first: float = 0.1) -> float | 
         # the log-odds rise with P (more data favours copying): a secant step where the slope
         # agrees, else the longest step towards the zero
         step = -ys[-1] / slope if slope > 0 else np.sign(-ys[-1]) * np.inf
-        Ps.append(Ps[-1] + float(np.clip(step, -0.25 * Ps[-1], 0.25 * Ps[-1])))
+        step = float(np.clip(step, -0.25 * Ps[-1], 0.25 * Ps[-1]))
+        Ps.append(Ps[-1] + (step if abs(step) >= xtol else float(np.sign(step)) * xtol))
         ys.append(log_odds(Ps[-1]))
     else:
         return None
@@ -668,12 +688,17 @@ def p_star_large_deviation(
     while True:
         found = []
         for j, start in enumerate(starts):
+            # warm where the zero is near: a doubling's scramble from its own last zero, a first
+            # pass's later scrambles from the first one's (they differ by about the error)
+            warm = last is not None or j > 0
+            if last is None and j > 0 and found[0] is not None:
+                start = found[0]
             found.append(
                 _zero_in_P(
                     lambda P, j=j, n=n: large_deviation_log_odds(arch, P, N, a_bar, n_samples=n, seed=seed + j),
                     start,
                     xtol=rtol / 20 * start,
-                    first=0.1 if last is None else rtol,  # warm: the zero is near
+                    first=rtol if warm else 0.1,
                 )
             )
         if any(f is None for f in found):
