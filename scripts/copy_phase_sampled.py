@@ -5,12 +5,11 @@ first-order line ends: along N at L = 32, and along L at N = 1 and N = 20 (softm
 set 0; ``jaxattn.copyhead.landscape.sampled_phase_diagram``, the P* search in rounds of engine
 grids).
 
-The chains are 4x longer than the sampler's default (burn-in 4000, 800 draws) and there are four
-ladders: at N = 1 the basin log-odds scatter from seed to seed 1.9x MBAR's error, and the 4x
-chains halve that scatter (``scripts/copy_landscape_seed_scatter.py``); four ladders make the
-spread between them an error estimate with three degrees of freedom. ``jaxattn copy phase-diagram
---sampled --L 32 --N 1,2,3,4,5,10,20 --burn-in 4000 --n-draws 800 --chains 4 --out DIR --json``
-runs the first line.
+The map's defaults (``copyhead._config.MAP_SAMPLER``): HMC in the windows, 400 steps of
+burn-in and 600 draws 3 steps apart, one P a point per round and four ladders, whose spread is
+the log-odds' error with three degrees of freedom (at N = 1 the basin log-odds scatter from seed
+to seed 1.9x MBAR's error, ``scripts/copy_landscape_seed_scatter.py``). ``jaxattn copy
+phase-diagram --sampled --L 32 --N 1,2,3,4,5,10,20 --out DIR --json`` runs the first line.
 
 Run:  python scripts/copy_phase_sampled.py             (each line's stores are kept in
                                                        results/copy_phase_sampled/{N,L}, and a
@@ -41,7 +40,7 @@ from jaxattn.io import json_safe  # noqa: E402
 
 OPT = _options.parse(__doc__, lambda ap: ap.add_argument("--line", choices=("N", "L"), help="run one line"))
 STORES = os.path.join("results", "copy_phase_sampled") if not OPT.quick else os.path.join(OPT.out_dir, "stores")
-SAMPLING = dict(burn_in=4000, n_draws=800, n_chains=4)
+SAMPLING: dict = {}  # the map's defaults
 LINES = {"N": ([32], [1, 2, 3, 4, 5, 10, 20]), "L": ([8, 16, 24, 32, 48], [1, 20])}
 if OPT.quick:
     SAMPLING = dict(burn_in=100, n_draws=10, thin=5, n_chains=2, reweight_span=8, large_deviation_samples=32)
@@ -75,7 +74,8 @@ def table(maps: dict[str, landscape.PhaseMap]) -> None:
         for v, c in crit.items():
             where = "not bracketed" if c is None else f"{c.value:.3g} in [{c.bracket[0]:g}, {c.bracket[1]:g}]"
             print(f"\n{'critical_N_sampled' if name == 'N' else 'critical_L_sampled'} at {'L' if name == 'N' else 'N'} = {v}: {where}")
-        print(f"\nline {name}: {len(m.rounds)} rounds, " + ", ".join(f"{r.ladders} ladders in {r.seconds} s" for r in m.rounds))
+        n = len(m.rounds)
+        print(f"\nline {name}: {n} round{'s' * (n != 1)}, " + ", ".join(f"{r.ladders} ladders in {r.seconds} s" for r in m.rounds))
 
 
 def main():
@@ -90,11 +90,12 @@ def main():
             continue
         t0 = time.perf_counter()
         m = landscape.sampled_phase_diagram(
-            Ls, Ns, 4, out=os.path.join(STORES, name), on_round=lambda r: print(r, flush=True), progress=True, **SAMPLING
+            Ls, Ns, 4, out=os.path.join(STORES, name), on_round=lambda r: print(f"round {r.index}: {len(r.points)} points, {r.ladders} ladders in {r.seconds} s", flush=True), progress=True, **SAMPLING
         )
         wall = round(time.perf_counter() - t0, 1)
         figure = sampled_phase_figure(m, os.path.join(OPT.out_dir, f"copy_phase_sampled_{name}.png"))
-        out[name] = {**json_safe(m), "figure": figure, "settings": SAMPLING, "seconds": wall}
+        settings = {**landscape.MAP_SAMPLER, "n_chains": landscape.MAP_CHAINS, "bracket": 1, **SAMPLING}
+        out[name] = {**json_safe(m), "figure": figure, "settings": settings, "seconds": wall}
         maps[name] = m
         write_json(OUT, out, indent=1)  # after each line: a killed run keeps the lines it finished
     table(maps)

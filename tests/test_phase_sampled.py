@@ -91,13 +91,10 @@ def _planted(Ps, P_star, slope, span, err=0.05):
         (200.0, 3),  # 150 below: the step is held to a quarter of P (53), then lands
     ],
 )
-def test_the_round_count_of_a_map_with_planted_log_odds(tmp_path, monkeypatch, start, rounds):
-    """The search in rounds on planted log-odds ``0.2 (P - 340)`` (each sampled ``P``'s curve
-    over ``P +- 12`` exact, errors 0.05), started from a theory ``P*`` at ``start``: a bracket
-    of 2 ``P``, 12 apart, whose curves cover ``start +- 18`` closes the point in one round when
-    the crossing is inside; outside, the next round is centred where the nearest curve's slope
-    puts the crossing, which on straight log-odds is the crossing itself; beyond a quarter of
-    ``P`` the step is cut there first. Two ``N`` open at once share each round's grid."""
+def _planted_map(tmp_path, monkeypatch, start, **kw):
+    """The map at ``L = 32``, ``N = 1`` and 20 on planted log-odds ``0.2 (P - 340)`` (each
+    sampled ``P``'s curve over ``P +- 12`` exact, errors 0.05), its theory ``P*`` at ``start``:
+    the map, the rounds its ``on_round`` saw and the ``P`` sampled at each ``N``."""
     sampled: dict[float, list[int]] = {1.0: [], 20.0: []}
     truth = {1.0: 340.0, 20.0: 340.0}
 
@@ -119,12 +116,45 @@ def test_the_round_count_of_a_map_with_planted_log_odds(tmp_path, monkeypatch, s
     monkeypatch.setattr(_phase._Search, "read", fake_read)
     monkeypatch.setattr(_phase, "_row", lambda arch, N, s, t: SimpleNamespace(L=arch.L, V=arch.V, N=N, first_order_sampled=True, barrier=1.0, barrier_err=0.1))
     seen = []
-    m = landscape.sampled_phase_diagram([32], [1, 20], out=str(tmp_path), on_round=seen.append)
+    m = landscape.sampled_phase_diagram([32], [1, 20], out=str(tmp_path), on_round=seen.append, **kw)
+    return m, seen, sampled
+
+
+@pytest.mark.parametrize(
+    ("start", "rounds"),
+    [
+        (340.0, 1),  # the crossing inside the first bracket's curves: 340 +- (6 + 12)
+        (357.0, 1),
+        (300.0, 2),  # outside them: the nearest curve's own slope lands on the crossing
+        (420.0, 2),
+        (200.0, 3),  # 150 below: the step is held to a quarter of P (53), then lands
+    ],
+)
+def test_the_round_count_of_a_map_with_planted_log_odds(tmp_path, monkeypatch, start, rounds):
+    """The search in rounds on planted log-odds, started from a theory ``P*`` at ``start``
+    (:func:`_planted_map`): a bracket of 2 ``P``, 12 apart, whose curves cover ``start +- 18``
+    closes the point in one round when the crossing is inside; outside, the next round is
+    centred where the nearest curve's slope puts the crossing, which on straight log-odds is
+    the crossing itself; beyond a quarter of ``P`` the step is cut there first. Two ``N`` open
+    at once share each round's grid."""
+    m, seen, sampled = _planted_map(tmp_path, monkeypatch, start, bracket=2)
     assert len(m.rounds) == rounds == len(seen), m.rounds
     assert m.rounds[0].points == tuple((32, N, P) for N in (1.0, 20.0) for P in (round(start - 6), round(start + 6)))
     for Ps in sampled.values():  # closed: some sampled P's curve covers the crossing
         assert min(abs(p - 340) for p in Ps) <= 12, Ps
         assert all(abs(b - a) <= 0.25 * a + 13 for a, b in zip(Ps[::2], Ps[2::2])), Ps
+
+
+@pytest.mark.parametrize(("start", "rounds", "second"), [(340.0, 1, None), (352.0, 1, None), (357.0, 2, 340), (300.0, 2, 340)])
+def test_the_default_map_samples_one_P_a_point_at_the_theory_then_at_the_crossing(tmp_path, monkeypatch, start, rounds, second):
+    """The default bracket of one ``P``: the first round samples the theory's ``P*`` alone, which
+    closes the point where the crossing is within the reweighted span (12) of it; else the second
+    round samples where that ``P``'s curve crosses (340 on the planted straight log-odds)."""
+    m, seen, sampled = _planted_map(tmp_path, monkeypatch, start)
+    assert len(m.rounds) == rounds == len(seen), m.rounds
+    assert m.rounds[0].points == ((32, 1.0, round(start)), (32, 20.0, round(start)))
+    if second is not None:
+        assert m.rounds[1].points == ((32, 1.0, second), (32, 20.0, second))
 
 
 def test_the_bracket_of_a_round():
@@ -190,8 +220,9 @@ def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_r
 
 
 def test_cli_json_and_figure(tmp_path):
-    """One short map (200 SGLD steps a window: this checks the paths and the theory's lines, not
-    the sampled numbers, which the slow landscape tests check at full length)."""
+    """One short map at the map's defaults but the chains' length (150 HMC steps a window: this
+    checks the paths and the theory's lines, not the sampled numbers, which the slow landscape
+    tests check at full length): one ``P`` at the best theory's ``P*``, four ladders."""
     short = ["--burn-in", "100", "--n-draws", "10", "--thin", "5", "--reweight-span", "8", "--ld-samples", "32"]
     args = ["copy", "phase-diagram", "--sampled", "--L", "8", "--N", "20", *short, "--out", str(tmp_path)]
     r = CliRunner().invoke(main, [*args, "--no-progress", "--json"])
@@ -204,14 +235,14 @@ def test_cli_json_and_figure(tmp_path):
     t = row["theory"]
     assert t["p_star_reduced"] == pytest.approx(s["p_star"], rel=1e-12) and t["first_order_reduced"] is False
     assert t["large_deviation_samples"] == 32 and t["p_star_large_deviation_err"] > 0
-    start = t["p_star_large_deviation"]  # the first round's bracket: 8 apart around the best theory
-    assert out["rounds"][0]["points"] == [[8, 20.0, round(start - 4)], [8, 20.0, round(start + 4)]]
+    start = t["p_star_large_deviation"]  # the first round's bracket: the best theory's P*
+    assert out["rounds"][0]["points"] == [[8, 20.0, round(start)]]
     assert out["rounds"][0]["ladders"] == 4 and out["rounds"][0]["seconds"] > 0
     assert row["P"] == sorted({p for rnd in out["rounds"] for _, _, p in rnd["points"]})
     assert math.isfinite(row["p_star_sampled"]) and row["p_star_sampled_err"] > 0
     assert out["critical_N_sampled"] == {} and out["critical_L_sampled"] == {}
     assert out["figure"] == str(tmp_path / "copy_phase_sampled.png") and (tmp_path / "copy_phase_sampled.png").stat().st_size > 0
-    assert "round 1: 2 points, 4 ladders in " in r.stderr and "L=8 N=20: P* " in r.stderr
+    assert "round 1: 1 point, 4 ladders in " in r.stderr and "L=8 N=20: P* " in r.stderr
     assert set(os.listdir(tmp_path)) == {"L8", "rounds.json", "copy_phase_sampled.png"}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from numbers import Integral, Real
 from typing import Any
 
@@ -303,7 +303,7 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def config_options(config_type: type, *, skip=(), choices: dict | None = None, defaults: dict | None = None):
+def config_options(config_type: type, *, skip=(), choices: dict | None = None, defaults: Mapping | None = None):
     """Click options for the fields of ``config_type`` (``--t-max``, ``--share-data/--no-share-data``
     ...), with the config's defaults and help texts; fields whose metadata says ``cli=False``, and
     those in ``skip``, are left out. ``choices`` maps a field to its options; ``defaults``

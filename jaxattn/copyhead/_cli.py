@@ -36,6 +36,8 @@ from jaxattn.cli.common import (
 from jaxattn.copyhead._config import (
     LANDSCAPE_KERNELS,
     LD_SAMPLES,
+    MAP_CHAINS,
+    MAP_SAMPLER,
     REWEIGHT_SPAN,
     CopyConfig,
     CopyData,
@@ -262,7 +264,7 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
     CopyLandscapeConfig,
     choices={**CHOICES, "kernel": LANDSCAPE_KERNELS},
     skip=("L", "V", "attention", "linear_norm", "N", "n_windows", "c_lo", "c_hi", "chain_seed"),
-    defaults={"reweight_span": REWEIGHT_SPAN},
+    defaults=MAP_SAMPLER,
 )
 @click.option(
     "--n-windows",
@@ -270,7 +272,7 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
     default=None,
     help="--sampled: umbrella windows per P (default: the most the first round's P need, rounded up to 4).",
 )
-@click.option("--bracket", type=int, default=2, show_default=True, help="--sampled: P per open (L, N) in each round.")
+@click.option("--bracket", type=int, default=1, show_default=True, help="--sampled: P per open (L, N) in each round.")
 @click.option("--max-rounds", type=int, default=6, show_default=True, help="--sampled: the most rounds.")
 @click.option(
     "--ld-samples",
@@ -282,7 +284,12 @@ THEORY_ONLY = ("L_max", "n_P", "critical")
 )
 @click.option("--data-seed", type=int, default=0, show_default=True, help="--sampled: the training data set.")
 @click.option(
-    "--chains", "n_chains", type=int, default=2, show_default=True, help="--sampled: ladders of umbrella windows."
+    "--chains",
+    "n_chains",
+    type=int,
+    default=MAP_CHAINS,
+    show_default=True,
+    help="--sampled: ladders of umbrella windows.",
 )
 @click.option("--chain-seed", "seed", type=int, default=0, show_default=True, help="--sampled: seed of the chains.")
 @renamed("--out-dir", "--out")
@@ -357,7 +364,8 @@ def _round_line(r) -> str:
     for L, N, P in r.points:
         by.setdefault((L, N), []).append(P)
     where = "; ".join(f"L={L} N={N:g}: P={','.join(map(str, Ps))}" for (L, N), Ps in by.items())
-    return f"round {r.index}: {len(r.points)} points, {r.ladders} ladders in {r.seconds} s ({where})"
+    n = len(r.points)
+    return f"round {r.index}: {n} point{'s' * (n != 1)}, {r.ladders} ladders in {r.seconds} s ({where})"
 
 
 def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):

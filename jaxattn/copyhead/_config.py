@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import jax.numpy as jnp
 import numpy as np
@@ -233,6 +234,30 @@ REWEIGHT_SPAN = 12
 ``jaxattn copy landscape``): each sampled ``P``'s draws give the log-odds at ``P +- 12``. At
 ``N = 20, L = 32`` (about 4 per sequence) the draws at the reduced theory's ``P* = 330`` reach the
 sampled 340 (measured: 340.5 +- 0.3 from ``P = 330`` alone)."""
+
+MAP_SAMPLER = MappingProxyType(
+    dict(
+        kernel="hmc",
+        n_leapfrog=4,
+        step=0.04,
+        swap_every=2,
+        thin=3,
+        burn_in=400,
+        n_draws=600,
+        reweight_span=REWEIGHT_SPAN,
+    )
+)
+"""The sampled map's defaults for its windows (``jaxattn.copyhead.landscape.sampled_phase_diagram``
+and ``jaxattn copy phase-diagram --sampled``), with :data:`MAP_CHAINS` ladders and one ``P`` a
+point per round: HMC, exact, with 4 leapfrog steps of 0.04 and an exchange every 2 steps, 400
+steps of burn-in and 600 draws 3 steps apart (about 80% of the gradients of SGLD at burn-in 4000
+and 800 draws 10 apart). Measured at ``L = 32``, ``N`` = 1 to 20 on 2 cores (``docs/claims.md``):
+0.88x the sampling time of the SGLD sweep ``examples/copy_phase_diagram.toml``, with smaller
+``P*`` errors at every ``N``; SGLD's step also biases ``P*`` up by 0.1% to 0.3% at ``N`` = 3 to 5."""
+
+MAP_CHAINS = 4
+"""The sampled map's ladders per ``P`` (:data:`MAP_SAMPLER`): their spread is the log-odds'
+error, with three degrees of freedom."""
 
 LANDSCAPE_KERNELS = ("sgld", "mala", "hmc")
 """The samplers of the umbrella windows: unadjusted and Metropolis-adjusted Langevin, and

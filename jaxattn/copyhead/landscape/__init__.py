@@ -3,7 +3,7 @@ sampling (``docs/theory/copy_head.md``, section 6).
 
 The posterior of ``G`` with ``W`` integrated out exactly, projected on the previous-token weight
 ``a``, is sampled across the barrier by umbrella windows (:mod:`~jaxattn.copyhead.landscape._windows`)
-with SGLD or MALA and replica exchange between neighbouring windows on the engine
+with SGLD, MALA or HMC and replica exchange between neighbouring windows on the engine
 (:mod:`~jaxattn.copyhead.landscape._experiment`, the ``copy_landscape`` experiment) and turned into
 ``F(a)`` by MBAR (:mod:`~jaxattn.copyhead.landscape._profiles`); the basins' probabilities, at the
 sampled ``P`` and reweighted to its neighbours, give ``P*`` from sampling
@@ -12,6 +12,7 @@ theory's line is :mod:`jaxattn.copyhead.profile`, its Gaussian correction
 :mod:`jaxattn.copyhead.fluctuations`.
 """
 
+from jaxattn.copyhead._config import MAP_CHAINS, MAP_SAMPLER
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._phase import (
     CriticalPoint,
@@ -48,6 +49,8 @@ from jaxattn.core import checks
 
 __all__ = [
     "COPY_LANDSCAPE",
+    "MAP_CHAINS",
+    "MAP_SAMPLER",
     "CriticalPoint",
     "PhaseMap",
     "LinearScan",

@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from jaxattn.copyhead import network
-from jaxattn.copyhead._config import REWEIGHT_SPAN, CopyLandscapeConfig
+from jaxattn.copyhead._config import MAP_CHAINS, MAP_SAMPLER, CopyLandscapeConfig
 from jaxattn.copyhead.landscape._experiment import COPY_LANDSCAPE
 from jaxattn.copyhead.landscape._profiles import inverse_temperature, window_diagnostics
 from jaxattn.copyhead.landscape._search import (
@@ -427,7 +427,7 @@ def _check(Ls, Ns, V, bracket, max_rounds, kw) -> tuple[list[int], list[float], 
     checks.integer("max_rounds", max_rounds, 1)
     kw = dict(kw)
     run = {
-        "n_chains": checks.integer("n_chains", kw.pop("n_chains", 2), 2),
+        "n_chains": checks.integer("n_chains", kw.pop("n_chains", MAP_CHAINS), 2),
         "data_seed": checks.integer("data_seed", kw.pop("data_seed", 0), 0),
         "fixed_windows": kw.get("n_windows") is not None,
     }
@@ -438,7 +438,7 @@ def _check(Ls, Ns, V, bracket, max_rounds, kw) -> tuple[list[int], list[float], 
     c_range = kw.pop("c_range", None)
     if c_range is not None:
         kw["c_lo"], kw["c_hi"] = (float(c) for c in c_range)
-    kw = {"reweight_span": REWEIGHT_SPAN, **kw}
+    kw = {**MAP_SAMPLER, **kw}
     fields = {f.name for f in dataclasses.fields(CopyLandscapeConfig)}
     unknown = sorted(set(kw) - fields)
     if unknown:
@@ -458,7 +458,7 @@ def sampled_phase_diagram(
     V: int = 4,
     *,
     out: str | None = None,
-    bracket: int = 2,
+    bracket: int = 1,
     max_rounds: int = 6,
     n_bins: int = 40,
     large_deviation_samples: int = LD_SAMPLES,
@@ -496,11 +496,12 @@ def sampled_phase_diagram(
         progress: show the engine's progress bars.
         on_round: called with each :class:`Round` when it is done.
         **kw: the sampler's settings (the fields of
-            :class:`~jaxattn.copyhead._config.CopyLandscapeConfig`: ``burn_in``, ``n_draws``,
-            ``reweight_span`` (default :data:`~jaxattn.copyhead._config.REWEIGHT_SPAN`),
+            :class:`~jaxattn.copyhead._config.CopyLandscapeConfig`: ``kernel``, ``burn_in``,
+            ``n_draws``, ...; defaults :data:`~jaxattn.copyhead._config.MAP_SAMPLER`, HMC;
             ``n_windows`` (default: the most any ``P`` of the first round, or half a span beside
-            it, needs, rounded up to 4), ...; ``c_range`` for ``(c_lo, c_hi)``; ``seed`` for ``chain_seed``),
-            ``n_chains`` (ladders per ``P``, default 2) and ``data_seed`` (default 0).
+            it, needs, rounded up to 4); ``c_range`` for ``(c_lo, c_hi)``; ``seed`` for ``chain_seed``),
+            ``n_chains`` (ladders per ``P``, default :data:`~jaxattn.copyhead._config.MAP_CHAINS`)
+            and ``data_seed`` (default 0).
 
     Returns:
         :class:`PhaseMap`, with the rounds of this folder (those of earlier calls included).
