@@ -257,10 +257,9 @@ def test_converged_large_deviation_p_star_agrees_across_scrambles_and_with_the_e
 @pytest.mark.parametrize(("nan_above", "expected"), [(np.inf, 350.0), (340.0, None)])
 def test_the_corrected_walk_asks_each_P_once_and_stops_at_a_saddle(monkeypatch, nan_above, expected):
     """The Gaussian-corrected ``P*`` on a planted gap ``F_copy - F_uniform = (350 - P) / 10`` from
-    ``P0 = 330``: the
-    2% walk brackets the zero and Brent's method solves it (to 0.05) without asking the walk's
-    last two ``P`` again; where the gap is ``NaN`` on the way (a Hessian that is not positive),
-    ``None``."""
+    ``P0 = 330``: the 2% walk brackets the zero and Brent's method solves it (to 0.05) without
+    asking the walk's last two ``P`` again; where the gap is ``NaN`` on the way (a Hessian that
+    is not positive), ``None``."""
     calls = []
 
     def gap(arch, P, N, c_bar):
