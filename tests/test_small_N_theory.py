@@ -239,7 +239,7 @@ def test_converged_large_deviation_p_star_names_bad_settings():
 
 @pytest.mark.slow
 def test_converged_large_deviation_p_star_agrees_across_scrambles_and_with_the_exact_posterior():
-    """At L = 8, N = 1, at the defaults (0.1%; about 150 s a call on 2 cores): two sets of
+    """At L = 8, N = 1, at the defaults (0.1%; about 75 s a call on 2 cores): two sets of
     independent scrambles agree within 3 combined errors, each error is below 0.1% of P*, and
     both lie within 0.2% (plus 3 errors) of the exact reduced posterior's P*, 79.52 +- 0.02 (an
     independent Hamiltonian Monte Carlo over all of G; the Cramer step is within 0.1-0.2% of it)."""
