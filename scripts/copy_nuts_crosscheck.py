@@ -47,8 +47,9 @@ OPT = _options.parse(__doc__)
 V = 4
 POINTS = ((32, 3.0), (48, 1.0))  # (L, N): the lowest barriers the sampled map resolves
 NUTS = dict(n_warmup=500, n_samples=2000, n_chains=4)
-# the sampled phase diagram's settings (docs/claims.md): chains four times the default length and
-# four ladders, since at small N the default's log-odds scatter more than their errors say
+# the sampled phase diagram's settings when this check was run (2026-12-04, SGLD; the map's default
+# is HMC since 2026-12-07): chains four times the default length and four ladders, since at small
+# N the default's log-odds scatter more than their errors say
 WINDOWS: dict = dict(burn_in=4000, n_draws=800, n_chains=4)
 SCAN: list[int] | None = None  # the windows' default scan from the theory's P*
 if OPT.quick:
