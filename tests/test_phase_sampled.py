@@ -81,16 +81,6 @@ def _planted(Ps, P_star, slope, span, err=0.05):
     )
 
 
-@pytest.mark.parametrize(
-    ("start", "rounds"),
-    [
-        (340.0, 1),  # the crossing inside the first bracket's curves: 340 +- (6 + 12)
-        (357.0, 1),
-        (300.0, 2),  # outside them: the nearest curve's own slope lands on the crossing
-        (420.0, 2),
-        (200.0, 3),  # 150 below: the step is held to a quarter of P (53), then lands
-    ],
-)
 def _planted_map(tmp_path, monkeypatch, start, **kw):
     """The map at ``L = 32``, ``N = 1`` and 20 on planted log-odds ``0.2 (P - 340)`` (each
     sampled ``P``'s curve over ``P +- 12`` exact, errors 0.05), its theory ``P*`` at ``start``:
