@@ -90,7 +90,7 @@ def main():
             continue
         t0 = time.perf_counter()
         m = landscape.sampled_phase_diagram(
-            Ls, Ns, 4, out=os.path.join(STORES, name), on_round=lambda r: print(f"round {r.index}: {len(r.points)} points, {r.ladders} ladders in {r.seconds} s", flush=True), progress=True, **SAMPLING
+            Ls, Ns, 4, out=os.path.join(STORES, name), on_round=lambda r: print(r, flush=True), progress=True, **SAMPLING
         )
         wall = round(time.perf_counter() - t0, 1)
         figure = sampled_phase_figure(m, os.path.join(OPT.out_dir, f"copy_phase_sampled_{name}.png"))

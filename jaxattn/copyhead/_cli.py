@@ -358,16 +358,6 @@ def _phase_line(row) -> str:
     )
 
 
-def _round_line(r) -> str:
-    """One round of the map's search (:class:`~jaxattn.copyhead.landscape.Round`), as a line of text."""
-    by: dict = {}
-    for L, N, P in r.points:
-        by.setdefault((L, N), []).append(P)
-    where = "; ".join(f"L={L} N={N:g}: P={','.join(map(str, Ps))}" for (L, N), Ps in by.items())
-    n = len(r.points)
-    return f"round {r.index}: {n} point{'s' * (n != 1)}, {r.ladders} ladders in {r.seconds} s ({where})"
-
-
 def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
     from jaxattn.copyhead import landscape
     from jaxattn.copyhead.plots import sampled_phase_figure
@@ -384,7 +374,7 @@ def _sampled_phase_diagram(out_dir, Ls, V, Ns, progress, as_json, o, stores=()):
             V,
             out=out_dir,
             progress=progress,
-            on_round=lambda rnd: click.echo(_round_line(rnd), err=True),  # a long map shows its progress
+            on_round=lambda rnd: click.echo(str(rnd), err=True),  # a long map shows its progress
             **o,
         )
     for row in r.rows:

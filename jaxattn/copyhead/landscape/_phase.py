@@ -111,6 +111,15 @@ class Round:
     ladders: int
     seconds: float | None
 
+    def __str__(self) -> str:
+        """The round as one line of progress: its points, ladders and time, and each point's ``P``."""
+        by: dict = {}
+        for L, N, P in self.points:
+            by.setdefault((L, N), []).append(P)
+        where = "; ".join(f"L={L} N={N:g}: P={','.join(map(str, Ps))}" for (L, N), Ps in by.items())
+        n = len(self.points)
+        return f"round {self.index}: {n} point{'s' * (n != 1)}, {self.ladders} ladders in {self.seconds} s ({where})"
+
 
 @dataclass(frozen=True)
 class PhaseMap:
