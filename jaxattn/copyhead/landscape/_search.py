@@ -432,12 +432,12 @@ def _log_odds(prof: SampledProfile, a_bar: float, L: int) -> tuple[float, float,
     # the pooled draws before the ladders': the pool's MBAR solution is still remembered
     # (:func:`jaxattn.core.umbrella.profile` solved it) when each ladder adds its own
     if prof.dS is None:
-        y, dy = basin_log_ratio(prof, a_bar, L)
-        spread = ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0
-        return y, float(np.maximum(dy, spread).max()), None
-    d, y, dy = reweighted_log_ratio(prof, a_bar, L)
+        d, y, dy = np.zeros(1, int), *(np.array([v]) for v in basin_log_ratio(prof, a_bar, L))
+    else:
+        d, y, dy = reweighted_log_ratio(prof, a_bar, L)
     dy = np.maximum(dy, ladder_spread(prof, a_bar, L) if prof.draws.a.shape[1] > 1 else 0.0)
-    return float(y[d == 0][0]), float(dy[d == 0][0]), (d, y, dy)
+    at = d == 0
+    return float(y[at][0]), float(dy[at][0]), None if prof.dS is None else (d, y, dy)
 
 
 def _softmax_summary(
