@@ -108,11 +108,21 @@ def p_star_corrected(arch: network.CopyArch, N: float, bracket: tuple[float, flo
     Returns:
         The corrected ``P*``.
     """
+    return _corrected_zero(_corrected_gap_in_P(arch, N), *bracket)
+
+
+def _corrected_gap_in_P(arch: network.CopyArch, N: float):
+    """The corrected gap as a function of ``P`` alone, split at the reduced action's barrier, each
+    ``P`` computed once (a root search asks its bracket's ends again)."""
+    c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
+    return _remembered(lambda P: corrected_gap(arch, P, N, c_bar)[1])
+
+
+def _corrected_zero(gap, lo: float, hi: float) -> float:
+    """Brent's method on the corrected gap between ``lo`` and ``hi``, to 0.05 sequences."""
     from scipy.optimize import brentq
 
-    c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
-    root = brentq(lambda P: corrected_gap(arch, P, N, c_bar)[1], *bracket, xtol=0.05)
-    return float(root)  # pyright: ignore[reportArgumentType]  (full_output=False: a float)
+    return float(brentq(gap, lo, hi, xtol=0.05))  # pyright: ignore[reportArgumentType]
 
 
 def p_star_corrected_near(
@@ -136,10 +146,7 @@ def p_star_corrected_near(
             (at ``N = 1``, ``L = 32``, ``V = 4``, above ``P ~ 540``), or no sign change within
             ``max_factor``.
     """
-    from scipy.optimize import brentq
-
-    c_bar = float(copy_strength(np.asarray(theory_barrier(arch, N)[1]), arch.L))
-    gap = _remembered(lambda P: corrected_gap(arch, P, N, c_bar)[1])  # Brent starts at the walk's last two
+    gap = _corrected_gap_in_P(arch, N)
     Ps, gaps = [float(P0)], [gap(float(P0))]
     if not np.isfinite(gaps[0]):
         return None
@@ -156,7 +163,7 @@ def p_star_corrected_near(
         return Ps[-1]
     lo, hi = sorted(Ps[-2:])
     try:  # the correction needs a positive Hessian at both minima inside the bracket too
-        return float(brentq(gap, lo, hi, xtol=0.05))  # pyright: ignore[reportArgumentType]
+        return _corrected_zero(gap, lo, hi)
     except ValueError:
         return None
 
@@ -690,9 +697,9 @@ def p_star_large_deviation(
         for j, start in enumerate(starts):
             # warm where the zero is near: a doubling's scramble from its own last zero, a first
             # pass's later scrambles from the first one's (they differ by about the error)
-            warm = last is not None or j > 0
-            if last is None and j > 0 and found[0] is not None:
-                start = found[0]
+            warm = last is not None
+            if not warm and j > 0 and found[0] is not None:
+                start, warm = found[0], True
             found.append(
                 _zero_in_P(
                     lambda P, j=j, n=n: large_deviation_log_odds(arch, P, N, a_bar, n_samples=n, seed=seed + j),
