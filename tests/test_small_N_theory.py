@@ -153,6 +153,23 @@ def test_the_P_search_finds_a_rising_zero_from_either_side(root, sign):
     assert fluctuations._zero_in_P(lambda P: 1.0 + P / 1000, 300.0, xtol=1e-6) is None
 
 
+def test_log_odds_that_do_not_depend_on_P_end_the_search_and_its_scrambles_at_once(monkeypatch):
+    """Log-odds flat in ``P`` (a prior with no data term) have no zero: the search stops after
+    its second ``P``, not after 20 steps, and the large-deviation ``P*`` searches no scramble after
+    the first one without a zero (the mean has none either way)."""
+    calls = []
+
+    def flat(arch, P, N, a_barrier, n_samples, seed):
+        calls.append((seed, P))
+        return -0.14 + 1e-15 * P
+
+    monkeypatch.setattr(fluctuations, "theory_barrier", lambda arch, N: (300.0, 0.5))
+    monkeypatch.setattr(fluctuations, "large_deviation_log_odds", flat)
+    r = fluctuations.p_star_large_deviation(network.CopyArch(L=8, V=4), 1.0, n_scrambles=4)
+    assert r.p_star is None and not r.converged and np.isnan(r.scrambles).all() and len(r.scrambles) == 1
+    assert calls == [(0, 300.0), (0, 330.0)]
+
+
 @pytest.mark.parametrize("offset", [0.3, -0.3, 3.0, -3.0])
 def test_a_warm_P_search_brackets_the_zero_in_its_first_step(offset):
     """Started near the zero with a small first step (a later scramble or doubling of the

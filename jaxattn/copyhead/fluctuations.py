@@ -369,7 +369,8 @@ def _zero_in_P(log_odds, P0: float, xtol: float, first: float = 0.1) -> float | 
     ``P0`` and ``(1 +- first) P0`` (towards the zero) until it changes sign (a step at most a
     quarter of ``P``; the longest such step towards the zero when the secant's slope is not
     positive; at least ``xtol``, so that a secant closing in from one side brackets the zero), then
-    Brent's method on the last bracket; ``None`` after 20 steps."""
+    Brent's method on the last bracket; ``None`` after 20 steps, or at once where a step leaves
+    the curve unchanged to rounding (log-odds that do not depend on ``P``, as with no data term)."""
     from scipy.optimize import brentq
 
     log_odds = _remembered(log_odds)
@@ -381,6 +382,8 @@ def _zero_in_P(log_odds, P0: float, xtol: float, first: float = 0.1) -> float | 
             break
         if Ps[-1] == Ps[-2]:  # the secant landed on the zero to the last bit
             return Ps[-1]
+        if abs(ys[-1] - ys[-2]) <= 1e-12 * (1 + abs(ys[-1])):  # flat: no zero anywhere
+            return None
         slope = (ys[-1] - ys[-2]) / (Ps[-1] - Ps[-2])
         # the log-odds rise with P (more data favours copying): a secant step where the slope
         # agrees, else the longest step towards the zero
@@ -481,37 +484,51 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             nn = jnp.full_like(sq[0], n)
             return action.reduced_action(action.ActionStats(sq[0], sq[1], nn, nn), jnp.float64(0.0), P, h)
 
-        def tilted(lam):
-            # the rows' two statistics as two vectors, not pairs: one pass of elementwise
-            # products over them is 2x faster on a CPU than matrix products with a width of 2
-            lp = logw + lam[0] * X[0] + lam[1] * X[1]
-            Lam = jax.scipy.special.logsumexp(lp)
-            w = jnp.exp(lp - Lam)
-            mu = jnp.stack([w @ X[0], w @ X[1]])
-            d0, d1 = X[0] - mu[0], X[1] - mu[1]
-            c01 = w @ (d0 * d1)
-            return Lam, w, mu, d0, jnp.array([[w @ d0**2, c01], [c01, w @ d1**2]])
+        def weights(lam, shift):
+            # e^(log-weight - shift): the exponential is the cost of a pass over the rows (a
+            # matrix-vector product over them is nearly free beside it), so one per pass
+            return jnp.exp(logw + lam[0] * X[0] + lam[1] * X[1] - shift)
 
-        def solve(lam, a):
-            """The saddle's equations at ``lam``, their residual and Jacobian from one pass over
-            the rows: ``d mu / d lam`` is the tilted covariance."""
-            Lam, w, mu, d, cov = tilted(lam)
+        # the rows' statistics and their squares, (6, rows): one product with the weights gives
+        # the tilted mass and raw moments of a Newton step
+        features = jnp.stack([jnp.ones_like(X[0]), X[0], X[1], X[0] ** 2, X[0] * X[1], X[1] ** 2])
+
+        def solve(lam, shift, a):
+            """``Lambda(lam)`` and the saddle's equations at ``lam``, their residual and Jacobian
+            (``d mu / d lam`` is the tilted covariance), from one pass over the rows. The weights
+            are scaled by ``e^-shift``, ``Lambda`` where the step began: a step moves a
+            log-weight by at most 40 (``|step| <= 20``, statistics in ``(0, 1]``), far from
+            overflow, and the largest weight stays above ``e^-40 / rows``."""
+            m = jnp.matmul(features, weights(lam, shift), precision=jax.lax.Precision.HIGHEST)
+            mu = m[1:3] / m[0]
+            c = m[3:] / m[0] - jnp.array([mu[0] ** 2, mu[0] * mu[1], mu[1] ** 2])
+            cov = jnp.array([[c[0], c[1]], [c[1], c[2]]])
             g, H = jax.grad(phi)(n * mu), jax.hessian(phi)(n * mu)
             r = jnp.array([mu[0] - a, lam[1] + g[1]])
             J = jnp.stack([cov[0], jnp.array([0.0, 1.0]) + n * H[1] @ cov])
-            return (Lam, w, mu, d, cov, H), r, J
+            return shift + jnp.log(m[0]), r, J
 
-        def at(lam0, a):
+        def at(start, a):
             def newton(carry):
-                lam, _, r, J, k = carry
+                lam, Lam, r, J, k = carry
                 step = jnp.linalg.solve(J, -r)
                 lam = lam + step * jnp.minimum(1.0, 20.0 / jnp.max(jnp.abs(step)))
-                return lam, *solve(lam, a), k + 1
+                return lam, *solve(lam, Lam, a), k + 1
 
             def going(carry):
                 return (jnp.max(jnp.abs(carry[2])) > 1e-11) & (carry[4] < 40)
 
-            lam, (Lam, w, mu, d, cov, H), r, _, _ = jax.lax.while_loop(going, newton, (lam0, *solve(lam0, a), 0))
+            lam0, Lam0 = start
+            lam, Lam, r, _, _ = jax.lax.while_loop(going, newton, (lam0, *solve(lam0, Lam0, a), 0))
+            # the profile's terms from central moments at the saddle (two passes, not the raw
+            # moments: the covariance's determinant and the cumulants lose no digits)
+            w = weights(lam, Lam)
+            w = w / w.sum()
+            mu = jnp.stack([w @ X[0], w @ X[1]])
+            d, d1 = X[0] - mu[0], X[1] - mu[1]
+            c01 = w @ (d * d1)
+            cov = jnp.array([[w @ d**2, c01], [c01, w @ d1**2]])
+            H = jax.hessian(phi)(n * mu)
             curv = n**2 * H[1, 1] + n * jnp.linalg.inv(cov)[1, 1]
             F = phi(n * mu) + n * (lam @ mu - Lam) + 0.5 * jnp.linalg.slogdet(cov)[1] + 0.5 * jnp.log(curv)
             # the saddle point's first correction along a: (rho4 / 8 - 5 rho3^2 / 24) / n
@@ -519,7 +536,7 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
             F = F - jnp.log1p(((m4 / m2**2 - 3) / 8 - 5 * m3**2 / m2**3 / 24) / n)
             err = jnp.max(jnp.abs(r))
             # a point where Newton's method failed must not start the next one from its garbage
-            return jnp.where(err < 1e-8, lam, lam0), (F, jnp.where(curv > 0, err, jnp.inf))
+            return jax.lax.cond(err < 1e-8, lambda: (lam, Lam), lambda: start), (F, jnp.where(curv > 0, err, jnp.inf))
 
         # outward from the prior's mean (zero tilt): up the grid from there, then down from it,
         # each warm-started from its neighbour
@@ -529,11 +546,13 @@ def _large_deviation_program(arch: network.CopyArch, n_samples: int):
         j = jnp.arange(m)
         order = jnp.where(j < m - k, k + j, m - 1 - j)
 
-        def step(lam, jj):
-            lam = jnp.where(jj == m - k, 0.0, lam)  # the turn: back to the mean
-            return at(lam, a_grid[order[jj]])
+        zero = (jnp.zeros(2, jnp.float64), jnp.float64(0.0))  # no tilt: Lambda(0) = 0, the weights' sum
 
-        F, err = jax.lax.scan(step, jnp.zeros(2, jnp.float64), j)[1]
+        def step(start, jj):
+            start = jax.lax.cond(jj == m - k, lambda: zero, lambda: start)  # the turn: back to the mean
+            return at(start, a_grid[order[jj]])
+
+        F, err = jax.lax.scan(step, zero, j)[1]
         return jnp.zeros(m).at[order].set(F), jnp.zeros(m).at[order].set(err)
 
     return jax.jit(table), jax.jit(scan)
@@ -634,7 +653,8 @@ class LargeDeviationPStar(NamedTuple):
         n_samples: The quasi-Monte Carlo points of a row's other logits it ended at.
         converged: Whether the mean moved by less than ``rtol`` of itself on the last doubling
             of ``n_samples`` and ``error`` is below ``rtol`` of it.
-        scrambles: Each scramble's ``P*`` at ``n_samples``.
+        scrambles: Each scramble's ``P*`` at ``n_samples``; where one found no change of sign, those
+            up to it, that one ``NaN`` (the later ones are not searched).
         path: ``(n_samples, mean P*, error)`` at each number of points tried.
     """
 
@@ -693,8 +713,10 @@ def p_star_large_deviation(
     P0 = P_red if P0 is None else float(P0)
     starts, path, last = [P0] * k, [], None
     while True:
-        found = []
+        found: list[float | None] = []
         for j, start in enumerate(starts):
+            if found and found[-1] is None:  # one scramble without a zero leaves the mean without one
+                break
             # warm where the zero is near: a doubling's scramble from its own last zero, a first
             # pass's later scrambles from the first one's (they differ by about the error)
             warm = last is not None
