@@ -3,6 +3,7 @@ posterior of ``G`` on the previous-token weight, MBAR, the basins' log-odds and 
 sampling, against the reduced action and its Gaussian-fluctuation correction."""
 
 import json
+import os
 
 import equinox as eqx
 import jax
@@ -343,7 +344,10 @@ def test_a_landscape_run_prints_a_summary_and_no_dependency_noise(tmp_path):
     import sys
 
     cmd = [sys.executable, "-m", "jaxattn", "copy", "landscape", "--L", "8", "--N", "1", "--figure", ""]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    # the program cache on, in this test's folder, as a user has it: the second run reads the
+    # first one's programs (the cache's bits are checked in tests/test_engine.py)
+    env = {**os.environ, "JAXATTN_NO_CACHE": "0", "JAXATTN_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     noise = [ln for ln in re.split(r"[\r\n]", r.stderr) if ln.strip() and not ln.startswith("landscape N=1:")]
     assert noise == [], noise
@@ -353,7 +357,8 @@ def test_a_landscape_run_prints_a_summary_and_no_dependency_noise(tmp_path):
     assert re.fullmatch(r"[0-9.]+ ± [0-9.]+", fields["P* sampled"]), r.stdout
     assert fields["first order"] in ("yes (a barrier between the basins at P*)", "no: a crossover (no barrier at P*)")
     assert fields["chains mixed"].startswith(("yes (R-hat <= ", "no: R-hat "))
-    full = subprocess.run(cmd + ["--json", "--no-progress"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    full = subprocess.run(cmd + ["--json", "--no-progress"], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                          env=env)
     rec = json.loads(full.stdout)
     assert f"{rec['p_star_sampled']:.1f}" == fields["P* sampled"].split(" ± ")[0]  # the same run, the same seed
     assert len(rec["max_window_rhat"]) == len(rec["P"]) and full.stderr == ""
