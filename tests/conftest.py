@@ -1,38 +1,21 @@
 import os
-import shutil
-import tempfile
 
-# XLA's persistent compilation cache in one folder for the whole run: its workers, and the
-# processes its tests start, read a program another test compiled (a fifth of the default run's
-# time on 2 cores), as a user's runs do. No size limit: with one, JAX locks the folder and scans
-# it on every write, which made the default run half again slower. The tests that count
-# compiles, or check the project's own program cache, start their processes without it
-# (``uncached_env``). The process that made the folder removes it.
-_XLA_CACHE = ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")
-if not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxattn-tests-xla-")
-    os.environ["JAXATTN_TESTS_XLA_CACHE_OWNER"] = str(os.getpid())
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+import xla_cache
+
+xla_cache.share()
 # the project's own program cache stays off (tests/test_cache.py checks it in subprocesses)
 os.environ.setdefault("JAXATTN_NO_CACHE", "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+# in case JAX was imported before this file (by a plugin): its variables were read then
 jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 
 
 def pytest_unconfigure(config):
-    if os.environ.get("JAXATTN_TESTS_XLA_CACHE_OWNER") == str(os.getpid()):
-        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
-
-
-@pytest.fixture
-def uncached_env():
-    """``os.environ`` without the run's XLA cache, for a process whose compiles are counted or
-    whose own caches are checked: it compiles as a fresh machine does."""
-    return {k: v for k, v in os.environ.items() if k not in _XLA_CACHE}
+    xla_cache.remove()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+import xla_cache
 
 from jaxattn.engine import cache
 
@@ -36,10 +37,10 @@ RUN = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_a_second_process_loads_the_programs_and_gives_the_same_bits(tmp_path, uncached_env):
+def test_a_second_process_loads_the_programs_and_gives_the_same_bits(tmp_path):
     import numpy as np
 
-    env = {k: v for k, v in uncached_env.items() if k != "JAXATTN_NO_CACHE"}
+    env = {k: v for k, v in xla_cache.uncached().items() if k != "JAXATTN_NO_CACHE"}
     env["JAXATTN_CACHE_DIR"] = str(tmp_path / "cache")
     out = []
     for i in range(2):
@@ -120,10 +121,10 @@ PLANT = textwrap.dedent("""
 """)
 
 
-def test_a_program_stored_for_another_platform_is_exported_again_and_replaced(tmp_path, uncached_env):
+def test_a_program_stored_for_another_platform_is_exported_again_and_replaced(tmp_path):
     """A stored program that cannot run here (exported for CUDA, read on a CPU) is traced and
     exported again, replaces the stored one, and gives the bits of a run with the caches off."""
-    env = {k: v for k, v in uncached_env.items() if k != "JAXATTN_NO_CACHE"}
+    env = {k: v for k, v in xla_cache.uncached().items() if k != "JAXATTN_NO_CACHE"}
     r = subprocess.run([sys.executable, "-c", PLANT, str(tmp_path / "cache")], env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+import xla_cache
 
 from jaxattn import engine
 from jaxattn.copyhead._config import CopyConfig, CopyLandscapeConfig, CopySGLDConfig, CopyTheoryConfig
@@ -342,7 +343,8 @@ def test_kill_and_resume(name, tmp_path):
     case = CASES[name]
     f = tmp_path / "s.toml"
     f.write_text(engine.dumps(name, case["config"], _grid(name, case["grid"]), execution={"chunk_size": 1}))
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAXATTN_NO_CACHE": "1"}
+    # compiled afresh, as before the kill: a cached compile could finish the sweep first
+    env = xla_cache.uncached(XLA_FLAGS="--xla_force_host_platform_device_count=2", JAXATTN_NO_CACHE="1")
     cmd = [sys.executable, "-m", "jaxattn", "sweep", "run", str(f), "--no-progress"]
     killed, full = str(tmp_path / "killed"), str(tmp_path / "full")
     engine.run_sweep(engine.parse(f.read_text()), full)  # uninterrupted, in this process (the same bits anywhere)

@@ -12,6 +12,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+import xla_cache
 
 from jaxattn.core import keys
 
@@ -73,8 +74,8 @@ def test_every_experiment_of_the_contract_suite_is_counted():
 @pytest.mark.parametrize(
     "name", [n if fast else pytest.param(n, marks=pytest.mark.slow) for n, (_, fast) in GROWN.items()]
 )
-def test_compiles_and_dispatches_do_not_grow_with_the_grid(name, uncached_env):
-    env = {**uncached_env, "JAXATTN_NO_CACHE": "1"}
+def test_compiles_and_dispatches_do_not_grow_with_the_grid(name):
+    env = xla_cache.uncached(JAXATTN_NO_CACHE="1")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", COUNT, name, GROWN[name][0]], cwd=root, env=env,
                        capture_output=True, text=True, timeout=900)

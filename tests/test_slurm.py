@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+import xla_cache
 from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
@@ -67,7 +68,8 @@ def cluster(tmp_path_factory):
     conf = re.search(r"^export SLURM_CONF=(.+)$", r.stdout, re.M)
     assert conf is not None, r.stdout
     # this test's SLURM_* (were it itself in a job) would point srun and sbatch at another job
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    # the jobs compile afresh (a cached compile could finish a chunk before a test cancels its job)
+    env = {k: v for k, v in xla_cache.uncached().items() if not k.startswith("SLURM_")}
     env.update(
         SLURM_CONF=conf.group(1),
         JAXATTN_NO_CACHE="1",

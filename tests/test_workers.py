@@ -12,14 +12,16 @@ import threading
 import time
 
 import pytest
+import xla_cache
 from tiny_sweep import assert_same_bits, tiny_sweep
 
 from jaxattn import engine
 from jaxattn.engine import _claims as claims
 from jaxattn.engine import store
 
-# 12 points, 6 chunks of one stream (2 points) each: about a second a chunk once compiled
-ENV = {**os.environ, "JAXATTN_NO_CACHE": "1", "XLA_FLAGS": "--xla_force_host_platform_device_count=1"}
+# 12 points, 6 chunks of one stream (2 points) each: about a second a chunk once compiled; the
+# workers compile afresh (a cached compile could finish a chunk before a test kills its worker)
+ENV = xla_cache.uncached(JAXATTN_NO_CACHE="1", XLA_FLAGS="--xla_force_host_platform_device_count=1")
 
 
 def _file(tmp_path, chunk=2, name="s.toml"):
