@@ -734,13 +734,14 @@ def p_star_large_deviation(
             return LargeDeviationPStar(
                 None, float("nan"), n, False, tuple(np.nan if f is None else f for f in found), tuple(path)
             )
-        P_star = float(np.mean(found))
-        error = float(np.std(found, ddof=1) / np.sqrt(k))
+        zeros = [float(f) for f in found if f is not None]  # all of them, here
+        P_star = float(np.mean(zeros))
+        error = float(np.std(zeros, ddof=1) / np.sqrt(k))
         path.append((n, P_star, error))
         done = last is not None and abs(P_star - last) < rtol * P_star and error < rtol * P_star
         if done or 2 * n > top:
-            return LargeDeviationPStar(P_star, error, n, done, tuple(float(f) for f in found), tuple(path))
-        starts, last, n = [float(f) for f in found], P_star, 2 * n
+            return LargeDeviationPStar(P_star, error, n, done, tuple(zeros), tuple(path))
+        starts, last, n = zeros, P_star, 2 * n
 
 
 def fluctuation_p_stars(
