@@ -3,13 +3,13 @@ posterior of ``G`` on the previous-token weight, MBAR, the basins' log-odds and 
 sampling, against the reduced action and its Gaussian-fluctuation correction."""
 
 import json
-import os
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import xla_cache
 from click.testing import CliRunner
 
 from jaxattn.cli import main
@@ -344,9 +344,9 @@ def test_a_landscape_run_prints_a_summary_and_no_dependency_noise(tmp_path):
     import sys
 
     cmd = [sys.executable, "-m", "jaxattn", "copy", "landscape", "--L", "8", "--N", "1", "--figure", ""]
-    # the program cache on, in this test's folder, as a user has it: the second run reads the
-    # first one's programs (the cache's bits are checked in tests/test_engine.py)
-    env = {**os.environ, "JAXATTN_NO_CACHE": "0", "JAXATTN_CACHE_DIR": str(tmp_path / "cache")}
+    # jaxattn's caches on, in this test's folder, and not the test run's XLA cache: as a user has
+    # it (the second run reads the first one's programs; the cache's bits: tests/test_engine.py)
+    env = xla_cache.uncached(JAXATTN_NO_CACHE="0", JAXATTN_CACHE_DIR=str(tmp_path / "cache"))
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     noise = [ln for ln in re.split(r"[\r\n]", r.stderr) if ln.strip() and not ln.startswith("landscape N=1:")]

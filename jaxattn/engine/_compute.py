@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import xarray as xr
 
@@ -171,6 +172,8 @@ class Programs:
             return jitted()
         got = cache.load_program(key)
         if got is not None:
+            if platform == "cpu":
+                _load_lapack()
             try:
                 return _compiled(got[0], donate, leaves), got[1]
             except Exception:  # noqa: BLE001 - another platform, another jax: exported again, replaced
@@ -189,6 +192,15 @@ class Programs:
         exported, out_def = jax.export.deserialize(blob), box["out"]
         cache.save_program(key, exported, out_def)
         return _compiled(exported, donate, leaves), out_def
+
+
+@functools.cache
+def _load_lapack() -> None:
+    """Have jaxlib find its LAPACK kernels, as lowering a LAPACK call does. jaxlib before 0.10
+    looks them up only there, so in a process that lowered none, a stored program's first
+    factorisation or solve jumped to a null kernel (``copy landscape``'s second run crashed)."""
+    spec = jax.ShapeDtypeStruct((2, 2), np.float32)
+    jax.jit(jnp.linalg.cholesky).trace(spec).lower(lowering_platforms=("cpu",))
 
 
 def _compiled(exported, donate: tuple, leaves: list):

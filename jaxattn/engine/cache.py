@@ -4,7 +4,8 @@ Two caches, one folder (``$JAXATTN_CACHE_DIR``, else ``$XDG_CACHE_HOME/jaxattn``
 ``~/.cache/jaxattn``), on by default for the command line and sweeps (:func:`enable`);
 ``JAXATTN_NO_CACHE=1`` or ``--no-cache`` turns them off:
 
-- ``xla/``: JAX's persistent compilation cache (the compiled executables);
+- ``xla/``: JAX's persistent compilation cache (the compiled executables; not on CPU with
+  jaxlib older than 0.10.2, whose every load from it logs a spurious error line);
 - ``programs/``: the engine's programs as ``jax.export`` artifacts (StableHLO), so that a second
   process neither traces nor lowers the experiment's code again, which JAX's cache alone cannot
   skip (measured: most of what is left of a warm start, ``benchmarks/README.md``).
@@ -89,12 +90,24 @@ def enable(path: str | None = None) -> str | None:
                 file=sys.stderr,
             )
         return None
-    if not jax.config.jax_compilation_cache_dir:  # pyright: ignore[reportAttributeAccessIssue]
+    if not jax.config.jax_compilation_cache_dir and not _noisy_cpu_loads():  # pyright: ignore[reportAttributeAccessIssue]
         jax.config.update("jax_compilation_cache_dir", os.path.join(path, "xla"))
         # every program, the small ones too: a second process then compiles nothing at all
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     _STATE["programs"] = os.path.join(path, "programs")
     return path
+
+
+def _noisy_cpu_loads() -> bool:
+    """Whether JAX's compilation cache would print an error line per executable it loads: jaxlib
+    before 0.10.2, on CPU, checks the tuning flags an x86 compile records (``+prefer-no-gather``,
+    ``+prefer-no-scatter``) as if they were instruction sets the host lacks, and logs "could lead
+    to execution errors such as SIGILL" at every load from the cache, on the machine that wrote it
+    too (the load itself works). There ``xla/`` is left off: a run compiles afresh (``programs/``
+    still spares it tracing and lowering) and its terminal shows only what jaxattn says."""
+    from jaxlib import version
+
+    return version.__version_info__[:3] < (0, 10, 2) and jax.default_backend() == "cpu"
 
 
 def program_dir() -> str | None:
