@@ -730,11 +730,11 @@ def p_star_large_deviation(
                     first=rtol if warm else 0.1,
                 )
             )
-        if any(f is None for f in found):
+        zeros = [float(f) for f in found if f is not None]
+        if len(zeros) < len(found):
             return LargeDeviationPStar(
                 None, float("nan"), n, False, tuple(np.nan if f is None else f for f in found), tuple(path)
             )
-        zeros = [float(f) for f in found if f is not None]  # all of them, here
         P_star = float(np.mean(zeros))
         error = float(np.std(zeros, ddof=1) / np.sqrt(k))
         path.append((n, P_star, error))
