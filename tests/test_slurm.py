@@ -167,6 +167,9 @@ def test_a_job_array_gives_the_dataset_of_one_process(cluster, fast, array):
     assert summary["done"] == 6 and summary["pending"] == 0 and summary["failed"] == 0, summary
     assert sum(summary["computed"]) == 6, summary
     assert sorted(c for c, _ in _computed(out)) == list(range(6))  # each chunk once
+    # --wait returns once every task has returned its result; SLURM marks a task COMPLETED a
+    # moment later, when its process has exited
+    _wait_gone(cluster, summary["jobs"][0].split("_")[0], timeout=60.0)
     for task in summary["jobs"]:
         assert _job(cluster, task)["JobState"] == "COMPLETED"
         assert _result(out, task)[0] == "success"

@@ -173,7 +173,10 @@ def _one_line(err: BaseException) -> str:
 
 
 def wait(jobs) -> list[list[int]]:
-    """The chunks each job computed, once all have ended (a failed job raises its error).
+    """The chunks each job computed, once each has returned (a failed job raises its error).
+
+    A task has returned when its result is written; SLURM may list it as running a moment longer,
+    while its process exits.
 
     Args:
         jobs: The jobs from :func:`submit`.
