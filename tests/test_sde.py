@@ -100,6 +100,43 @@ def test_sde_tends_to_the_ode_as_D_grows():
     assert moved > 0.05 and dev < 1e-4, (moved, dev)  # measured: moved 0.088, dev 3.1e-5
 
 
+def _callbacks(jaxpr) -> list[str]:
+    """The host-callback primitives in a jaxpr and in the jaxprs inside it."""
+    found = [e.primitive.name for e in jaxpr.eqns if "callback" in e.primitive.name]
+    for e in jaxpr.eqns:
+        for v in e.params.values():
+            for sub in v if isinstance(v, (tuple, list)) else (v,):
+                sub = getattr(sub, "jaxpr", sub)  # a closed jaxpr's own
+                if hasattr(sub, "eqns"):
+                    found += _callbacks(sub)
+    return found
+
+
+def test_an_interval_holds_no_host_callback_and_fails_by_nan_outside_its_path():
+    """One interval of the SDE, traced at traced ends (as the engine steps it): no host callback,
+    so its program can be exported and kept in JAX's persistent cache; equinox's error mode is
+    back to what it was after the trace. An interval past the Brownian path's end, where diffrax's
+    check fails, gives ``NaN`` and ``ok = False`` instead of raising."""
+    import equinox._errors as errors
+
+    H, L, F = 2, 4, 2
+    bank = make_bank(priors.onehot(F, 4.0), L, H, n=64)
+    u = sde.direction_draws(jax.random.key(1), bank, F)
+    y0 = jax.tree_util.tree_map(lambda x: x[0], ode.random_initial_conditions(jax.random.key(2), H, F, D=200))
+    args = ode.ODEArgs(jnp.asarray(0.5), jnp.asarray(1.0), jnp.asarray(1.0), prefix_mask(H, H), prefix_mask(L, L))
+
+    def interval(t0, t1):
+        return sde.advance(y0, args, bank, u, jax.random.key(3), t0, t1, 1.0, 100, 0.1, Arch("softmax1"), 20)
+
+    before = errors.EQX_ON_ERROR
+    assert _callbacks(jax.make_jaxpr(interval)(0.0, 0.5).jaxpr) == []
+    assert errors.EQX_ON_ERROR == before
+    y, ok = jax.jit(interval)(0.5, 1.0)
+    assert bool(ok) and all(bool(jnp.isfinite(x).all()) for x in y)
+    y, ok = jax.jit(interval)(0.5, 1.5)  # the path ends at 1.0
+    assert not bool(ok) and all(bool(jnp.isnan(x).all()) for x in y)
+
+
 @pytest.mark.slow
 def test_sde_escape_times_match_online_sgd():
     """The escape time from the unspecialised saddle (``compare.escape_time``) over 24 seeds at

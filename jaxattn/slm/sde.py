@@ -27,10 +27,14 @@ at ``eta / B``, as for the ODE (drift ``eta / B``, covariance ``(eta / B)^2``).
 Integration: ``diffrax`` Euler-Maruyama at a fixed step ``dt`` with a
 :class:`diffrax.VirtualBrownianTree` per run (one key per seed), vmapped over runs; each interval
 between two recording times is one solve on the same Brownian path (:func:`advance`), so the
-engine steps an SDE grid record by record, as it does the ODEs.
+engine steps an SDE grid record by record, as it does the ODEs. Its programs hold no host
+callback (:func:`_checks_as_nan`), so they are exported and kept in JAX's persistent cache.
 """
 
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import diffrax
 import jax
@@ -159,6 +163,34 @@ def increment_covariance(
     return jnp.einsum("n,ni,nj->ij", bank.weight, centred, centred)
 
 
+_SWITCH = threading.Lock()
+
+
+@contextlib.contextmanager
+def _checks_as_nan():
+    """diffrax's runtime checks traced as equinox's ``"nan"`` mode (a failed check makes its value
+    ``NaN``) instead of its ``"raise"`` mode, a host callback. A program with a callback cannot be
+    exported, and JAX's persistent cache leaves it out: every process compiled the SDE afresh.
+
+    The checks are that the step has the interval's sign and that the Brownian tree is read
+    inside its range; both hold by construction in :func:`advance`, and a ``NaN`` marks the point
+    failed. equinox reads ``EQX_ON_ERROR`` once, at import, into its errors module and offers no
+    other switch: the module's value is set for the trace and restored (left alone where a
+    version has no such value)."""
+    import equinox._errors as errors
+
+    with _SWITCH:
+        old = getattr(errors, "EQX_ON_ERROR", None)
+        if old is None:
+            yield
+            return
+        setattr(errors, "EQX_ON_ERROR", "nan")  # noqa: B010 - a module value equinox does not export
+        try:
+            yield
+        finally:
+            setattr(errors, "EQX_ON_ERROR", old)  # noqa: B010
+
+
 @precision.matmul("highest", unless_set=True)
 def advance(
     y: OrderParams,
@@ -207,20 +239,21 @@ def advance(
     def diffusion(t, v, _):
         return scale * psd_sqrt(increment_covariance(unflatten(v, H, F), args, bank, u, arch))
 
-    brownian = diffrax.VirtualBrownianTree(0.0, t_end, tol=dt / 2, shape=(d,), key=key)
-    terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, brownian))
-    sol = diffrax.diffeqsolve(
-        terms,
-        diffrax.Euler(),
-        t0=t0,
-        t1=t1,
-        dt0=dt,
-        y0=flatten(y),
-        saveat=diffrax.SaveAt(t1=True),
-        max_steps=max_steps,
-        adjoint=diffrax.ForwardMode(),
-        throw=False,
-    )
+    with _checks_as_nan():
+        brownian = diffrax.VirtualBrownianTree(0.0, t_end, tol=dt / 2, shape=(d,), key=key)
+        terms = diffrax.MultiTerm(diffrax.ODETerm(drift), diffrax.ControlTerm(diffusion, brownian))
+        sol = diffrax.diffeqsolve(
+            terms,
+            diffrax.Euler(),
+            t0=t0,
+            t1=t1,
+            dt0=dt,
+            y0=flatten(y),
+            saveat=diffrax.SaveAt(t1=True),
+            max_steps=max_steps,
+            adjoint=diffrax.ForwardMode(),
+            throw=False,
+        )
     assert sol.ys is not None  # SaveAt(t1=True)
     v = sol.ys[0]
     ok = (sol.result == diffrax.RESULTS.successful) & jnp.all(jnp.isfinite(v))
