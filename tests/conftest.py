@@ -14,6 +14,13 @@ jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE
 jax.config.update("jax_persistent_cache_min_compile_time_secs", float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The checks marked ``long`` first (in their order), then the rest: a worker that starts one
+    of them last would run it alone while the other cores wait. xdist hands each worker a
+    contiguous share of this order and lets an idle one take the others' last tests."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def pytest_unconfigure(config):
     xla_cache.remove()
 

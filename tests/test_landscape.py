@@ -171,6 +171,7 @@ def test_linear_profile_has_one_minimum_that_moves_with_P():
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
+@pytest.mark.long
 def test_sampled_p_star_at_N20_against_the_theories():
     """``N = 20``, ``L = 32, V = 4``, data set 0, the default scan (replica exchange, each ``P``'s
     draws reweighted to ``P +- 12``, starting at the reduced theory's ``P* = 330``): it needs at
@@ -335,6 +336,7 @@ def test_jump_of_the_mean_and_slope_of_the_log_odds():
     assert abs(P0 - 101.5) < 1e-12 and abs(e - 0.15) < 1e-12  # the error there over the slope
 
 
+@pytest.mark.long  # two processes, about 50 s
 def test_a_landscape_run_prints_a_summary_and_no_dependency_noise(tmp_path):
     """At L = 8, N = 1: stderr holds the progress bar only (no pymbar banner or warning, no tqdm
     or Python warning), stdout a short summary with P*, its error and the verdict; --json keeps

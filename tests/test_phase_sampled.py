@@ -276,6 +276,7 @@ def test_ladder_spread_matches_mbar_on_independent_ladders_and_sees_a_slow_mode(
 
 
 @pytest.mark.slow  # about a minute on 2 cores
+@pytest.mark.long
 def test_umbrella_basins_agree_with_nuts_where_nuts_crosses_freely():
     """An independent check of the whole umbrella pipeline (windows, exchange, MBAR, the basins'
     split): at ``L = 8, V = 4, N = 1, P = 79`` (the sampled crossover, no barrier) NUTS

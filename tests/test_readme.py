@@ -5,7 +5,10 @@ import io
 import pathlib
 import re
 
+import pytest
 
+
+@pytest.mark.long  # the README's run, about 50 s
 def test_readme_python_example(tmp_path, monkeypatch):
     text = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)

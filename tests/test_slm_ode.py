@@ -258,6 +258,7 @@ def _padded_equals_alone(cfg):
 
 
 @pytest.mark.slow  # four ODE solves at H = 4, L = 6 and a 2^15-point reference, ~45 s
+@pytest.mark.long
 def test_the_default_sobol_bank_beats_monte_carlo_at_the_same_cost():
     """The default bank against Monte Carlo at equal cost (1024 points), on the ODE through the
     onset of specialisation (Bayes-softmax, ``H = 4``, ``F = 2``, ``L = 6``, ``nu = 7``,

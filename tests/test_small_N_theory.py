@@ -255,17 +255,19 @@ def test_converged_large_deviation_p_star_names_bad_settings():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_converged_large_deviation_p_star_agrees_across_scrambles_and_with_the_exact_posterior():
-    """At L = 8, N = 1, at the defaults (0.1%; about 75 s a call on 2 cores): two sets of
-    independent scrambles agree within 3 combined errors, each error is below 0.1% of P*, and
-    both lie within 0.2% (plus 3 errors) of the exact reduced posterior's P*, 79.52 +- 0.02 (an
-    independent Hamiltonian Monte Carlo over all of G; the Cramer step is within 0.1-0.2% of it)."""
+    """At L = 8, N = 1: at the defaults (0.1%; about 100 s on 2 cores), and at 0.2% from four other
+    scrambles (about 40 s), two independent estimates agree within 3 combined errors, each error
+    is below its tolerance of P*, and both lie within 0.2% (plus 3 errors) of the exact reduced
+    posterior's P*, 79.52 +- 0.02 (an independent Hamiltonian Monte Carlo over all of G; the
+    Cramer step is within 0.1-0.2% of it)."""
     arch = network.CopyArch(L=8, V=4)
     a = fluctuations.p_star_large_deviation(arch, 1.0, seed=0)
-    b = fluctuations.p_star_large_deviation(arch, 1.0, seed=4)
-    for r in (a, b):
+    b = fluctuations.p_star_large_deviation(arch, 1.0, seed=4, rtol=2e-3)
+    for r, rtol in ((a, 1e-3), (b, 2e-3)):
         assert r.converged and r.p_star is not None
-        assert r.error < 1e-3 * r.p_star
+        assert r.error < rtol * r.p_star
         assert r.path[-1][:2] == (r.n_samples, r.p_star) and len(r.scrambles) == 4
         assert abs(r.p_star - 79.52) < 2e-3 * 79.52 + 3 * np.hypot(r.error, 0.02)
     assert abs(a.p_star - b.p_star) < 3 * np.hypot(a.error, b.error)
