@@ -3,7 +3,7 @@
 # device lease, at most 9 minutes of wall time with the install of the wheels the device lacks.
 #
 #   OUT=$OUT bash benchmarks/gpu_session.sh     on the device (the run tool, carry [".whl"])
-#   bash benchmarks/gpu_session.sh --dry        every part at toy size on the CPU (CI; under 3 minutes)
+#   bash benchmarks/gpu_session.sh --dry        every part at toy size on the CPU, the tests collected only (CI; under 3 minutes)
 #
 # The parts, the most important first, so that a run cut short still has them: env; the main job
 # (`jaxattn slm train`) cold, then warm; online SGD against the draw-only bound, D = 1000 and 100,
@@ -321,8 +321,8 @@ phase_status() {  # how far the phase-diagram sweep got (finished or stopped by 
 tests() {
   export XLA_PYTHON_CLIENT_PREALLOCATE=false  # 15 processes share the GPU
   unset JAXATTN_CACHE_DIR  # the tests as CI runs them, not with the session's warm cache
-  if [ "$DRY" = 1 ]; then
-    python3 -m pytest -n 2 --dist worksteal -v -p no:cacheprovider -rfE tests/test_cache.py
+  if [ "$DRY" = 1 ]; then  # the command's options and the collection; CI's test runs run the tests
+    python3 -m pytest -n 2 --dist worksteal -p no:cacheprovider -rfE --collect-only -qq
   else
     python3 -m pytest -n 15 --dist worksteal -v -p no:cacheprovider -rfE --durations=20
   fi

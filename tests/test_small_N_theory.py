@@ -257,15 +257,15 @@ def test_converged_large_deviation_p_star_names_bad_settings():
 @pytest.mark.slow
 @pytest.mark.long
 def test_converged_large_deviation_p_star_agrees_across_scrambles_and_with_the_exact_posterior():
-    """At L = 8, N = 1: at the defaults (0.1%; about 100 s on 2 cores), and at 0.2% from four other
-    scrambles (about 40 s), two independent estimates agree within 3 combined errors, each error
-    is below its tolerance of P*, and both lie within 0.2% (plus 3 errors) of the exact reduced
-    posterior's P*, 79.52 +- 0.02 (an independent Hamiltonian Monte Carlo over all of G; the
-    Cramer step is within 0.1-0.2% of it)."""
+    """At L = 8, N = 1, two independent estimates, at 0.3% and at 0.2% from four other scrambles
+    (each converged at 1024 points, about 40 s on 2 cores; the default 0.1% needs 2048, about
+    130 s): they agree within 3 combined errors, each error is below its tolerance of P*, and
+    both lie within 0.2% (plus 3 errors) of the exact reduced posterior's P*, 79.52 +- 0.02 (an
+    independent Hamiltonian Monte Carlo over all of G; the Cramer step is within 0.1-0.2% of it)."""
     arch = network.CopyArch(L=8, V=4)
-    a = fluctuations.p_star_large_deviation(arch, 1.0, seed=0)
+    a = fluctuations.p_star_large_deviation(arch, 1.0, seed=0, rtol=3e-3)
     b = fluctuations.p_star_large_deviation(arch, 1.0, seed=4, rtol=2e-3)
-    for r, rtol in ((a, 1e-3), (b, 2e-3)):
+    for r, rtol in ((a, 3e-3), (b, 2e-3)):
         assert r.converged and r.p_star is not None
         assert r.error < rtol * r.p_star
         assert r.path[-1][:2] == (r.n_samples, r.p_star) and len(r.scrambles) == 4
