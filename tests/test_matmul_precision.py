@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from jax.lax import Precision
+from jaxprs import equations
 
 from jaxattn import engine
 from jaxattn.copyhead import action, linear
@@ -28,27 +29,9 @@ HIGHEST = (Precision.HIGHEST, Precision.HIGHEST)
 DEFAULT = (Precision.DEFAULT, Precision.DEFAULT)
 
 
-def _subjaxprs(value):
-    if hasattr(value, "jaxpr") and hasattr(value, "consts"):  # a ClosedJaxpr (pjit, scan, while, custom_*)
-        yield value.jaxpr
-    elif hasattr(value, "eqns"):  # a Jaxpr
-        yield value
-    elif isinstance(value, (tuple, list)):  # cond's branches
-        for v in value:
-            yield from _subjaxprs(v)
-
-
 def dot_precisions(jaxpr) -> list:
     """The ``precision`` of every ``dot_general`` in ``jaxpr`` and, recursively, in its sub-jaxprs."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    out = []
-    for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "dot_general":
-            out.append(eqn.params["precision"])
-        for value in eqn.params.values():
-            for sub in _subjaxprs(value):
-                out += dot_precisions(sub)
-    return out
+    return [e.params["precision"] for e in equations(jaxpr) if e.primitive.name == "dot_general"]
 
 
 def test_the_walker_finds_dots_in_nested_jaxprs():

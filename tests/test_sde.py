@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxprs import equations
 
 from jaxattn import slm
 from jaxattn.core.attention import prefix_mask
@@ -100,18 +101,6 @@ def test_sde_tends_to_the_ode_as_D_grows():
     assert moved > 0.05 and dev < 1e-4, (moved, dev)  # measured: moved 0.088, dev 3.1e-5
 
 
-def _callbacks(jaxpr) -> list[str]:
-    """The host-callback primitives in a jaxpr and in the jaxprs inside it."""
-    found = [e.primitive.name for e in jaxpr.eqns if "callback" in e.primitive.name]
-    for e in jaxpr.eqns:
-        for v in e.params.values():
-            for sub in v if isinstance(v, (tuple, list)) else (v,):
-                sub = getattr(sub, "jaxpr", sub)  # a closed jaxpr's own
-                if hasattr(sub, "eqns"):
-                    found += _callbacks(sub)
-    return found
-
-
 def test_an_interval_holds_no_host_callback_and_fails_by_nan_outside_its_path():
     """One interval of the SDE, traced at traced ends (as the engine steps it): no host callback,
     so its program can be exported and kept in JAX's persistent cache; equinox's error mode is
@@ -129,7 +118,8 @@ def test_an_interval_holds_no_host_callback_and_fails_by_nan_outside_its_path():
         return sde.advance(y0, args, bank, u, jax.random.key(3), t0, t1, 1.0, 100, 0.1, Arch("softmax1"), 20)
 
     before = errors.EQX_ON_ERROR
-    assert _callbacks(jax.make_jaxpr(interval)(0.0, 0.5).jaxpr) == []
+    traced = jax.make_jaxpr(interval)(0.0, 0.5)
+    assert [e.primitive.name for e in equations(traced) if "callback" in e.primitive.name] == []
     assert errors.EQX_ON_ERROR == before
     y, ok = jax.jit(interval)(0.5, 1.0)
     assert bool(ok) and all(bool(jnp.isfinite(x).all()) for x in y)
