@@ -135,6 +135,7 @@ def test_exact_and_reduced_action_near_p_star(x64):
 
 
 @pytest.mark.slow  # about 1 minute on 2 cores
+@pytest.mark.long
 def test_far_from_p_star_the_sampled_profile_has_one_basin_at_the_theory_minimum():
     """``N = 20``: far below ``P*`` (``P = 280``, below the lower spinodal 310) the profile's one
     basin is the uniform minimum; far above (``P = 420``, beyond the upper spinodal 375), the

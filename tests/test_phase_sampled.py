@@ -338,7 +338,8 @@ def test_the_search_steps_a_quarter_at_most_and_refines_inside_a_bracket(monkeyp
     assert all(abs(b - a) <= 0.25 * a + 1 for a, b in zip(order, order[1:])), order
 
 
-@pytest.mark.slow  # about 40 s on 2 cores
+@pytest.mark.slow  # about 40 s on 2 cores (100 s on a slow day)
+@pytest.mark.long
 def test_the_phase_diagram_as_a_sweep_over_zipped_N_and_P(tmp_path):
     """The map as one sweep of ``copy_landscape``: ``N`` zipped with ``P`` (each ``N`` sampled
     near its own ``P*``), read back by ``phase_of_dataset`` and by the command's ``--store``.

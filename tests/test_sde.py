@@ -128,6 +128,7 @@ def test_an_interval_holds_no_host_callback_and_fails_by_nan_outside_its_path():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # about a minute on 2 cores (94 s on a slow day)
 def test_sde_escape_times_match_online_sgd():
     """The escape time from the unspecialised saddle (``compare.escape_time``) over 24 seeds at
     ``D = 500`` (Bayes-softmax, ``H = 2``, one-hot ``F = 2``, ``nu = 9``, ``B = 4`` at ``eta = 4``):

@@ -161,6 +161,7 @@ def test_random_initial_conditions_have_the_finite_D_law(x64):
 
 
 @pytest.mark.slow  # about 2 to 3 minutes each on 2 cores
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("activation", "batch", "eta", "bias_lr"),
     # softmax-1 runs at bias_lr = 4 alone: it tracks the ODE through specialisation with the
