@@ -33,6 +33,7 @@ BENCHMARKS = [
     "sweep_throughput",
     "grid_fixed_costs",
     "engine_paths",
+    "mbar_solvers",
 ]
 """Every benchmark script, in the order run (a test checks that none is left out)."""
 

@@ -200,3 +200,28 @@ def test_one_mbar_solve_per_pool_of_draws(sample_windows, monkeypatch):
     with jax.enable_x64(True):
         fresh = pymbar.MBAR(u_kn, N_k, initialize="BAR").compute_expectations((a_n > 0).astype(float), u_kn=np.zeros((1, a_n.size)))
     np.testing.assert_allclose([p, dp], [np.ravel(fresh["mu"])[0], np.ravel(fresh["sigma"])[0]], rtol=1e-9)
+
+
+def test_mbar_solves_in_numpy_compiling_nothing_and_jax_stays_importable():
+    """pymbar's solvers run in NumPy (:func:`jaxattn.core.umbrella._numpy_solvers`): an MBAR solve
+    of a pool of draws compiles no JAX program (with JAX's solvers, five for every new number of
+    draws), its free energies are those of two harmonic windows' exact overlap, and the ``jax``
+    that pymbar's import was hidden from is the one every other import gets."""
+    import sys
+
+    pymbar = umbrella._pymbar()
+    assert not pymbar.mbar_solvers.use_jit and sys.modules["jax"] is jax
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda e, d, **kw: compiles.append(e) if e == "/jax/core/compile/backend_compile_duration" else None)
+    # two windows of draws of a standard normal, one of them biased by kappa (x - 1)^2 / 2: the
+    # free energy of the biased state is -ln E[exp(-kappa (x - 1)^2 / 2)] = ln(1 + kappa) / 2 + kappa / (2 (1 + kappa))
+    kappa, n = 1.0, 200_000
+    rng = np.random.default_rng(0)
+    s = 1 / np.sqrt(1 + kappa)
+    x = np.concatenate([rng.normal(0.0, 1.0, n), rng.normal(kappa / (1 + kappa), s, n)])
+    u_kn = np.stack([np.zeros_like(x), 0.5 * kappa * (x - 1.0) ** 2])
+    f = pymbar.MBAR(u_kn, np.array([n, n])).f_k
+    exact = 0.5 * np.log(1 + kappa) + kappa / (2 * (1 + kappa))
+    assert not compiles, compiles
+    assert f[1] - f[0] == pytest.approx(exact, abs=4.5e-3)  # four of MBAR's standard errors here (0.0011)

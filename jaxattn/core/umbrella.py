@@ -24,9 +24,9 @@ ladder would span all ``L^2 + V^2`` parameters). Exchanging positions between ne
 direction other than ``a`` walk along the windows and come back decorrelated, at the price of
 the biases only: ``N U`` is common to every window and cancels from the swap's acceptance.
 
-pymbar's solvers use JAX when it is installed and switch on float64 globally the first time they
-run. :func:`profile` calls them inside a local ``jax.enable_x64(True)``, so the caller's precision
-is left as it was. MBAR starts from BAR between neighbouring windows; where BAR finds no bound
+pymbar's solvers run in NumPy and SciPy here (:func:`_numpy_solvers`): with JAX, which pymbar
+takes whenever it is installed, they compile anew for every number of draws and switch on float64
+globally. MBAR starts from BAR between neighbouring windows; where BAR finds no bound
 (windows whose chains never moved), :func:`profile` and :func:`probability` raise a
 ``ValueError`` naming those windows, instead of pymbar's ``BoundsError`` (or, pymbar 4.0 catching
 its own errors by a name its module never imports, a ``NameError``).
@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
+import sys
 from collections import OrderedDict
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 from jaxtyping import Array, Float
 
@@ -50,13 +52,35 @@ from jaxattn.core.notices import route
 
 def _pymbar():
     """pymbar, imported with its log sent to :data:`jaxattn.core.notices.DEPENDENCY_LOG` at debug level (it prints
-    through Python's last-resort handler, at import, otherwise)."""
+    through Python's last-resort handler, at import, otherwise), its solvers in NumPy."""
     route("pymbar")
     import pymbar
     import pymbar.mbar
+    import pymbar.mbar_solvers
     import pymbar.timeseries
 
+    if pymbar.mbar_solvers.use_jit:
+        _numpy_solvers(pymbar.mbar_solvers)
     return pymbar
+
+
+def _numpy_solvers(module: ModuleType) -> None:
+    """pymbar's MBAR solvers (``pymbar.mbar_solvers``) in NumPy and SciPy rather than JAX. With
+    JAX, each new number of draws compiles five of its functions (about 1 s on 2 cores): most of
+    a small pool's MBAR time, and of a sampled ``P*``'s analysis (a test at ``L = 32`` took 35 s
+    with them and 24 s without). NumPy solves a pool of 56 windows of 600 draws faster than a cold
+    JAX solve, and one of 2400 draws a window about a third slower; the free energies agree to
+    1e-12 (``benchmarks/mbar_solvers.py``). pymbar takes JAX whenever it can import it and has no
+    setting for it (4.0), so its module is run again with ``jax`` hidden from its imports."""
+    saved = sys.modules.get("jax")
+    sys.modules["jax"] = None  # pyright: ignore[reportArgumentType]  # None: `import jax` raises ImportError
+    try:
+        importlib.reload(module)
+    finally:
+        if saved is None:
+            del sys.modules["jax"]
+        else:
+            sys.modules["jax"] = saved
 
 
 class Windows(NamedTuple):
@@ -245,7 +269,7 @@ def profile(
     else:
         a_n, u_kn, N_k, flagged, n_ind, u_n = _independent(draws, w, shift)
     x_n = a_n if transform is None else np.asarray(transform(a_n), float)
-    with jax.enable_x64(True), _bar_start(draws):  # x64: pymbar's JAX solvers would switch it on globally
+    with _bar_start(draws):
         fes = _solved(u_kn, N_k)
         fes.generate_fes(np.asarray(u_n, float), x_n, fes_type="histogram", histogram_parameters={"bin_edges": edges})
         mid = 0.5 * (edges[1:] + edges[:-1])
@@ -290,9 +314,9 @@ reduced potentials: :func:`_solved`'s memory."""
 def _solved(u_kn: np.ndarray, N_k: np.ndarray):
     """``pymbar.FES(u_kn, N_k)``, MBAR solved from BAR's start, once per set of reduced potentials.
     A profile, its reweighted neighbours in ``P`` and its basins' probabilities all reweight one
-    pool of draws: each solve costs seconds of Newton steps on every draw and, for a new number
-    of draws, a compile of pymbar's solvers, so a pool asked again reuses its solution (by a
-    digest of ``u_kn`` and ``N_k``, the last 8 kept: a sampled ``P``, its ladders and its neighbour)."""
+    pool of draws: each solve costs seconds of Newton steps on every draw, so a pool asked again
+    reuses its solution (by a digest of ``u_kn`` and ``N_k``, the last 8 kept: a sampled ``P``,
+    its ladders and its neighbour)."""
     u_kn, N_k = np.ascontiguousarray(u_kn, float), np.ascontiguousarray(N_k, np.int64)
     h = hashlib.blake2b(digest_size=16)
     for x in (np.asarray(u_kn.shape, np.int64), N_k, u_kn):
@@ -369,7 +393,7 @@ def probability(
     else:
         a_n, u_kn, N_k, _, _, s_n = _independent(draws, w, shift)
         targets = np.asarray(s_n, float).T
-    with jax.enable_x64(True), _bar_start(draws):
+    with _bar_start(draws):
         mbar = _solved(u_kn, N_k).mbar
         # the log of the indicator's zeros is -inf where the event is false: meant, not a fault;
         # a variance that rounds below 0 (an indicator near 0 or 1) is a NaN error, returned as such
