@@ -163,7 +163,10 @@ def fuzz(group_name: str, examples: int) -> None:
 GROUP_EXAMPLES = {"slm": 60, "copy": 60, "sweep": 60}
 
 
-@pytest.mark.parametrize("group", sorted(GROUP_EXAMPLES))
+# the copy group compiles the most (about 30 s on 2 cores): it runs with the slow checks
+@pytest.mark.parametrize(
+    "group", [pytest.param(g, marks=pytest.mark.slow) if g == "copy" else g for g in sorted(GROUP_EXAMPLES)]
+)
 def test_every_option_ends_in_a_result_or_one_error_line(group):
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))

@@ -34,12 +34,13 @@ def train(*args):
     return CliRunner().invoke(main, ["slm", "train", *TINY, "--no-ode", *args])
 
 
+@pytest.mark.slow  # a whole command: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_the_main_job_from_a_folder_without_results_writes_its_figure_and_prints_its_summary(tmp_path):
     """Run where there is no ``results/``, with ``--out`` elsewhere: the default figure's folder
     is created, and the summary is printed (it used to fail after the work)."""
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     work.mkdir()
-    r = subprocess.run([sys.executable, "-m", "jaxattn", "slm", "train", *TINY, "--out", str(elsewhere / "x.nc")],
+    r = subprocess.run([sys.executable, "-m", "jaxattn", "slm", "train", *TINY, "--no-ode", "--out", str(elsewhere / "x.nc")],
                        cwd=work, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert (work / "results" / "slm_train.png").stat().st_size > 0
@@ -234,6 +235,7 @@ def _saved(tmp_path, *args):
     return record, jaxattn.load(out), json.loads(info.stdout)
 
 
+@pytest.mark.slow  # a whole command: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_jaxattn_info_reads_the_datasets_that_copy_landscape_and_slm_compare_save(tmp_path):
     from jaxattn.io import result_of
 

@@ -111,6 +111,7 @@ def test_one_trace_alone_in_grid_chunks_and_sweep(name, tmp_path, monkeypatch):
         engine.clear_caches()
 
 
+@pytest.mark.slow  # several compiles: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_every_point_alone_has_its_bits_in_the_grid_also_where_its_stream_is_one_group():
     """Alone, a point's stream is one group; in the grid, four. Before the buffers held at least
     two groups (``MIN_WIDTH``), XLA specialised the one-group loop and 6 of these 30 arrays

@@ -285,6 +285,7 @@ def test_rhat_tells_chains_stuck_in_two_basins_from_chains_of_one(sample_windows
         assert diagnostics.split_rhat(c[k]) < 1.05
 
 
+@pytest.mark.slow  # several compiles: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_one_compile_across_N_and_P(monkeypatch):
     """The programs read neither ``N`` nor the windows' placement: profiles at two ``N`` and two
     ``P`` with one window count and chain length trace the potential once (equinox's counter), and

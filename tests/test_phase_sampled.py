@@ -156,6 +156,7 @@ def test_the_bracket_of_a_round():
 SHORT = dict(burn_in=100, n_draws=10, thin=5, reweight_span=4, n_chains=2, large_deviation_samples=0)
 
 
+@pytest.mark.slow  # a whole command: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_reads_too(tmp_path, monkeypatch):
     """``L = 8``, ``N = 1`` and 20, from a planted start 25% above the corrected ``P*`` so that
     the search takes more than one round. Killed in round 2 while its chunk computes, the map
@@ -209,6 +210,7 @@ def test_a_map_killed_mid_round_resumes_to_the_same_rows_which_the_store_route_r
     assert json.loads(cli.stdout.strip().splitlines()[-1])["rows"] == json_safe(whole.rows)
 
 
+@pytest.mark.slow  # a whole command: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_cli_json_and_figure(tmp_path):
     """One short map at the map's defaults but the chains' length (150 HMC steps a window: this
     checks the paths and the theory's lines, not the sampled numbers, which the slow landscape

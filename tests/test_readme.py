@@ -8,7 +8,8 @@ import re
 import pytest
 
 
-@pytest.mark.long  # the README's run, about 50 s
+@pytest.mark.slow  # the README's run, 45 to 90 s on 2 cores
+@pytest.mark.long
 def test_readme_python_example(tmp_path, monkeypatch):
     text = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", text, re.S).group(1)

@@ -55,6 +55,7 @@ def test_cli_bad_input_names_the_parameter():
     assert out.exit_code != 0 and "nu" in out.output
 
 
+@pytest.mark.slow  # a whole command: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_the_main_job_shows_its_ode_beside_sgd_and_prints_what_the_readme_shows(tmp_path):
     """``jaxattn slm train`` at its defaults (the README's first command): the ODE's final error is
     within 0.01 of online SGD's (a tenth of the error; the ODE is the ``D -> infinity`` limit and

@@ -91,6 +91,7 @@ def test_gradient_flow_fixed_point_matches_direct_minimisation(x64):
     assert abs(r_ode - bayes_risk(prior, 4, n=200_000).risk) < 0.01
 
 
+@pytest.mark.slow  # several compiles: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_given_starts_compile_once_and_start_where_given(monkeypatch):
     import equinox as eqx
 
@@ -115,6 +116,7 @@ def test_given_starts_compile_once_and_start_where_given(monkeypatch):
     assert np.nanmax(np.abs(big["M"].isel(time=-1).values - big["M"].isel(time=0).values)) > 0.01  # it moved
 
 
+@pytest.mark.slow  # several compiles: 10 to 40 s on 2 cores, beyond the default run's share (README)
 def test_given_start_of_the_sgd_run_gives_the_paired_integration():
     """Seed ``s`` started from the ODE's own start of seed ``s`` integrates to the same bits."""
     cfg = ode_config(priors.onehot(2, 4.0), "bayes_softmax", (0.0, 0.5, 1.5), 300)
